@@ -1,0 +1,1 @@
+"""Client package for the graphrag-memory service: generated stubs live in memory_client.v1."""

@@ -1,0 +1,3 @@
+from memory_server.main import cli
+
+cli()

@@ -1,0 +1,47 @@
+"""The one table from exceptions to gRPC status codes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+import grpc
+
+from memory_server.memory import errors
+
+log = logging.getLogger(__name__)
+
+_DOMAIN: list[tuple[type[BaseException], grpc.StatusCode]] = [
+    (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (errors.Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Disabled, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
+]
+
+# asyncpg errors by SQLSTATE class, for what reaches the edge from the store.
+_SQLSTATE: dict[str, tuple[grpc.StatusCode, str]] = {
+    "57014": (grpc.StatusCode.DEADLINE_EXCEEDED, "the database query ran out of time"),
+    "53300": (grpc.StatusCode.UNAVAILABLE, "the database has too many connections"),
+    "57P01": (grpc.StatusCode.UNAVAILABLE, "the database is shutting down"),
+    "57P03": (grpc.StatusCode.UNAVAILABLE, "the database is not accepting connections"),
+    "40001": (grpc.StatusCode.ABORTED, "a concurrent write conflicted; retry"),
+    "40P01": (grpc.StatusCode.ABORTED, "a concurrent write conflicted; retry"),
+}
+
+
+def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
+    for kind, code in _DOMAIN:
+        if isinstance(exc, kind):
+            return code, str(exc)
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return grpc.StatusCode.DEADLINE_EXCEEDED, "the request ran out of time"
+    if isinstance(exc, asyncpg.PostgresError):
+        state = getattr(exc, "sqlstate", "") or ""
+        if state in _SQLSTATE:
+            return _SQLSTATE[state]
+    if isinstance(exc, asyncpg.InterfaceError | ConnectionError | OSError):
+        return grpc.StatusCode.UNAVAILABLE, "the database is unreachable"
+    return grpc.StatusCode.INTERNAL, "internal error"

@@ -1,0 +1,349 @@
+"""The gRPC edge: validate, call the domain, map results and errors back. No SQL, no rules."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from memory_client.v1 import memory_pb2 as pb
+from memory_client.v1 import memory_pb2_grpc as pb_grpc
+from memory_server.api import validation as v
+from memory_server.api.errors import to_status
+from memory_server.memory.errors import Disabled, InvalidArgument
+from memory_server.memory.model import (
+    ConversationInfo,
+    Feedback,
+    MemoryContext,
+    NewMessage,
+    Role,
+    StoredMessage,
+)
+from memory_server.memory.turns import ConversationMemory, ReplyFields
+from memory_server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Handler = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+
+_ROLE_TO_PB = {
+    Role.USER: pb.ROLE_USER,
+    Role.ASSISTANT: pb.ROLE_ASSISTANT,
+    Role.SYSTEM: pb.ROLE_SYSTEM,
+}
+_ROLE_FROM_PB = {value: key for key, value in _ROLE_TO_PB.items()}
+
+LIST_CONVERSATIONS_PAGE = (50, 500)  # (default, maximum)
+GET_CONVERSATION_PAGE = (100, 1000)
+
+
+def _timestamp(value: datetime) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def message_pb(m: StoredMessage) -> pb.Message:
+    return pb.Message(
+        message_id=m.message_id,
+        conversation_id=m.conversation_id,
+        role=_ROLE_TO_PB[m.role],
+        content=m.content,
+        model=m.model,
+        parent_id=m.parent_id,
+        response_time_seconds=m.response_time_seconds,
+        feedback=int(m.feedback),  # type: ignore[arg-type]
+        comment=m.comment,
+        created_at=_timestamp(m.created_at),
+        tokens=m.tokens,
+    )
+
+
+def conversation_pb(c: ConversationInfo) -> pb.Conversation:
+    return pb.Conversation(
+        conversation_id=c.conversation_id,
+        name=c.name,
+        created_at=_timestamp(c.created_at),
+        updated_at=_timestamp(c.updated_at),
+        message_count=c.message_count,
+    )
+
+
+def context_pb(c: MemoryContext) -> pb.MemoryContext:
+    return pb.MemoryContext(
+        summary=c.summary.content if c.summary else "",
+        summary_tokens=c.summary.tokens if c.summary else 0,
+        summary_through_message_id=c.summary.through_message_id if c.summary else "",
+        recent_messages=[
+            pb.ContextMessage(
+                message_id=m.message_id,
+                role=_ROLE_TO_PB[m.role],
+                content=m.content,
+                tokens=m.tokens,
+                created_at=_timestamp(m.created_at),
+            )
+            for m in c.recent
+        ],
+        recent_tokens=c.recent_tokens,
+        long_term=pb.LongTermMemory(
+            facts=[
+                pb.RecalledFact(fact_id=f.fact_id, text=f.text, score=f.score)
+                for f in c.long_term.facts
+            ],
+            degraded=bool(c.long_term.degraded_reason),
+            degraded_reason=c.long_term.degraded_reason,
+        ),
+        rendered=c.rendered,
+        total_tokens=c.total_tokens,
+        budget_tokens=c.budget_tokens,
+        omitted_messages=c.omitted_messages,
+    )
+
+
+def _feedback(field: str, value: int) -> Feedback:
+    try:
+        return Feedback(value)
+    except ValueError:
+        raise InvalidArgument(field, f"unknown value {value}") from None
+
+
+def rpc(handler: Handler[Req, Resp]) -> Handler[Req, Resp]:
+    """Maps errors to statuses in one place; anything unexpected is INTERNAL, logged once."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        try:
+            self._memory  # noqa: B018 - a disabled server refuses before looking at the input
+            return await handler(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            code, message = to_status(exc)
+            if code is grpc.StatusCode.INTERNAL:
+                log.exception("%s failed", handler.__name__)
+            elif code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                log.info("%s: %s", handler.__name__, message)
+            await context.abort(code, message)
+            raise AssertionError("unreachable") from exc
+
+    return wrapper
+
+
+class MemoryServicer(pb_grpc.MemoryServiceServicer):
+    def __init__(self, settings: Settings, memory: ConversationMemory | None) -> None:
+        """`memory` is None when memory is disabled: every RPC then answers
+        FAILED_PRECONDITION while health keeps serving."""
+        self._settings = settings
+        self._enabled_memory = memory
+
+    @property
+    def _memory(self) -> ConversationMemory:
+        if self._enabled_memory is None:
+            raise Disabled("memory is disabled on this server (memory_config.enabled is false)")
+        return self._enabled_memory
+
+    def _budget(self, context: grpc.aio.ServicerContext) -> float:
+        remaining = context.time_remaining()
+        limit = self._settings.request_timeout_seconds
+        return limit if remaining is None else max(0.001, min(remaining, limit))
+
+    def _content(self, field: str, value: str, *, required: bool = True) -> str:
+        return v.content(field, value, self._settings.max_message_bytes, required=required)
+
+    @rpc
+    async def StartTurn(
+        self, request: pb.StartTurnRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StartTurnResponse:
+        scope = v.scope(request.username, request.graphname)
+        conversation_id = v.identifier("conversation_id", request.conversation_id)
+        turn = await self._memory.start_turn(
+            scope,
+            conversation_id,
+            self._content("content", request.content),
+            message_id=v.identifier("message_id", request.message_id, required=False),
+            conversation_name=v.short_text(
+                "conversation_name", request.conversation_name, v.MAX_NAME_CHARS
+            ),
+            timeout_s=self._budget(context),
+        )
+        return pb.StartTurnResponse(
+            message=message_pb(turn.message),
+            context=context_pb(turn.context),
+            conversation_created=turn.conversation_created,
+        )
+
+    @rpc
+    async def CompleteTurn(
+        self, request: pb.CompleteTurnRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CompleteTurnResponse:
+        scope = v.scope(request.username, request.graphname)
+        conversation_id = v.identifier("conversation_id", request.conversation_id)
+        reply = ReplyFields(
+            model=v.short_text("model", request.model, v.MAX_ID_CHARS),
+            parent_id=v.identifier("parent_id", request.parent_id, required=False),
+            response_time_seconds=v.duration_seconds(
+                "response_time_seconds", request.response_time_seconds
+            ),
+        )
+        done = await self._memory.complete_turn(
+            scope,
+            conversation_id,
+            self._content("content", request.content),
+            reply,
+            message_id=v.identifier("message_id", request.message_id, required=False),
+            timeout_s=self._budget(context),
+        )
+        return pb.CompleteTurnResponse(
+            message=message_pb(done.message), compacted_inline=done.compacted_inline
+        )
+
+    @rpc
+    async def GetContext(
+        self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetContextResponse:
+        scope = v.scope(request.username, request.graphname)
+        conversation_id = v.identifier("conversation_id", request.conversation_id)
+        self._content("question", request.question, required=False)
+        memory_context, exists = await self._memory.get_context(
+            scope, conversation_id, timeout_s=self._budget(context)
+        )
+        return pb.GetContextResponse(context=context_pb(memory_context), conversation_exists=exists)
+
+    @rpc
+    async def AppendMessages(
+        self, request: pb.AppendMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendMessagesResponse:
+        scope = v.scope(request.username, request.graphname)
+        conversation_id = v.identifier("conversation_id", request.conversation_id)
+        if not request.messages:
+            raise InvalidArgument("messages", "must not be empty")
+        if len(request.messages) > self._settings.max_messages_per_append:
+            raise InvalidArgument(
+                "messages",
+                f"{len(request.messages)} messages; the limit is "
+                f"{self._settings.max_messages_per_append} per call",
+            )
+        messages = []
+        seen: set[str] = set()
+        for i, m in enumerate(request.messages):
+            field = f"messages[{i}]"
+            role = _ROLE_FROM_PB.get(m.role)
+            if role is None:
+                raise InvalidArgument(f"{field}.role", "must be USER, ASSISTANT or SYSTEM")
+            message_id = v.identifier(f"{field}.message_id", m.message_id, required=False)
+            if message_id and message_id in seen:
+                raise InvalidArgument(f"{field}.message_id", "repeats an earlier message's id")
+            seen.add(message_id)
+            messages.append(
+                NewMessage(
+                    role=role,
+                    content=self._content(f"{field}.content", m.content),
+                    tokens=0,
+                    message_id=message_id,
+                    model=v.short_text(f"{field}.model", m.model, v.MAX_ID_CHARS),
+                    parent_id=v.identifier(f"{field}.parent_id", m.parent_id, required=False),
+                    response_time_seconds=v.duration_seconds(
+                        f"{field}.response_time_seconds", m.response_time_seconds
+                    ),
+                    feedback=_feedback(f"{field}.feedback", m.feedback),
+                    comment=v.short_text(f"{field}.comment", m.comment, v.MAX_COMMENT_BYTES),
+                    created_at=m.created_at.ToDatetime(tzinfo=UTC)
+                    if m.HasField("created_at")
+                    else None,
+                )
+            )
+        outcome = await self._memory.append_messages(
+            scope,
+            conversation_id,
+            messages,
+            conversation_name=v.short_text(
+                "conversation_name", request.conversation_name, v.MAX_NAME_CHARS
+            ),
+            timeout_s=self._budget(context),
+        )
+        return pb.AppendMessagesResponse(
+            message_ids=[m.message_id for m in outcome.messages],
+            inserted=outcome.inserted,
+            skipped=len(outcome.messages) - outcome.inserted,
+            conversation_created=outcome.conversation_created,
+        )
+
+    @rpc
+    async def ListConversations(
+        self, request: pb.ListConversationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListConversationsResponse:
+        scope = v.scope(request.username, request.graphname)
+        page = await self._memory.list_conversations(
+            scope,
+            v.page_size("page_size", request.page_size, *LIST_CONVERSATIONS_PAGE),
+            request.page_token,
+            timeout_s=self._budget(context),
+        )
+        return pb.ListConversationsResponse(
+            conversations=[conversation_pb(c) for c in page.items],
+            next_page_token=page.next_cursor,
+        )
+
+    @rpc
+    async def GetConversation(
+        self, request: pb.GetConversationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetConversationResponse:
+        scope = v.scope(request.username, request.graphname)
+        info, page = await self._memory.get_conversation(
+            scope,
+            v.identifier("conversation_id", request.conversation_id),
+            v.page_size("page_size", request.page_size, *GET_CONVERSATION_PAGE),
+            request.page_token,
+            timeout_s=self._budget(context),
+        )
+        return pb.GetConversationResponse(
+            conversation=conversation_pb(info),
+            messages=[message_pb(m) for m in page.items],
+            next_page_token=page.next_cursor,
+        )
+
+    @rpc
+    async def SubmitFeedback(
+        self, request: pb.SubmitFeedbackRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitFeedbackResponse:
+        scope = v.scope(request.username, request.graphname)
+        message = await self._memory.submit_feedback(
+            scope,
+            v.identifier("message_id", request.message_id),
+            _feedback("feedback", request.feedback),
+            v.short_text("comment", request.comment, v.MAX_COMMENT_BYTES),
+            timeout_s=self._budget(context),
+        )
+        return pb.SubmitFeedbackResponse(message=message_pb(message))
+
+    @rpc
+    async def RenameConversation(
+        self, request: pb.RenameConversationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RenameConversationResponse:
+        scope = v.scope(request.username, request.graphname)
+        info = await self._memory.rename_conversation(
+            scope,
+            v.identifier("conversation_id", request.conversation_id),
+            v.short_text("name", request.name, v.MAX_NAME_CHARS),
+            timeout_s=self._budget(context),
+        )
+        return pb.RenameConversationResponse(conversation=conversation_pb(info))
+
+    @rpc
+    async def DeleteConversation(
+        self, request: pb.DeleteConversationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteConversationResponse:
+        scope = v.scope(request.username, request.graphname)
+        deleted = await self._memory.delete_conversation(
+            scope,
+            v.identifier("conversation_id", request.conversation_id),
+            timeout_s=self._budget(context),
+        )
+        return pb.DeleteConversationResponse(deleted_messages=deleted)

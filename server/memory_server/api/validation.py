@@ -1,0 +1,74 @@
+"""Request validation at the edge: every problem names its field."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from memory_server.memory.errors import InvalidArgument
+from memory_server.memory.identity import Scope
+
+MAX_ID_CHARS = 256
+MAX_NAME_CHARS = 512
+MAX_COMMENT_BYTES = 16384
+
+
+def _has_control(text: str) -> bool:
+    # Cc covers NUL and the other C0/C1 controls; Cs catches lone surrogates.
+    return any(unicodedata.category(ch) in ("Cc", "Cs") for ch in text)
+
+
+def identifier(field: str, value: str, *, required: bool = True) -> str:
+    """Ids and scope names: non-empty, bounded, no control characters, no edge whitespace.
+
+    mem0 strips whitespace from user ids and joins graphname and username with NUL, so either
+    would merge two scopes if allowed through."""
+    if not value:
+        if required:
+            raise InvalidArgument(field, "is required")
+        return value
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidArgument(field, f"longer than {MAX_ID_CHARS} characters")
+    if _has_control(value):
+        raise InvalidArgument(field, "must not contain control characters (NUL, newline, …)")
+    if value != value.strip():
+        raise InvalidArgument(field, "must not start or end with whitespace")
+    return value
+
+
+def scope(username: str, graphname: str) -> Scope:
+    return Scope(identifier("username", username), identifier("graphname", graphname))
+
+
+def content(field: str, value: str, max_bytes: int, *, required: bool = True) -> str:
+    if required and not value.strip():
+        raise InvalidArgument(field, "must not be empty")
+    size = len(value.encode("utf-8", errors="surrogatepass"))
+    if size > max_bytes:
+        raise InvalidArgument(field, f"is {size} bytes; the limit is {max_bytes}")
+    if "\x00" in value:
+        raise InvalidArgument(field, "must not contain NUL characters")
+    if any(unicodedata.category(ch) == "Cs" for ch in value):
+        raise InvalidArgument(field, "must be valid UTF-8 text")
+    return value
+
+
+def short_text(field: str, value: str, max_chars: int) -> str:
+    if len(value) > max_chars:
+        raise InvalidArgument(field, f"longer than {max_chars} characters")
+    if "\x00" in value:
+        raise InvalidArgument(field, "must not contain NUL characters")
+    return value
+
+
+def page_size(field: str, value: int, default: int, maximum: int) -> int:
+    if value < 0:
+        raise InvalidArgument(field, "must not be negative")
+    if value == 0:
+        return default
+    return min(value, maximum)
+
+
+def duration_seconds(field: str, value: float) -> float:
+    if not 0 <= value < 86400 * 365 or value != value:
+        raise InvalidArgument(field, "must be a non-negative number of seconds")
+    return value

@@ -1,0 +1,200 @@
+"""Entry point: the one place that knows every component. Builds them in order inside an
+AsyncExitStack, serves, and on SIGTERM tears them down in reverse."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import asyncpg
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from memory_client.v1 import memory_pb2, memory_pb2_grpc
+from memory_server.actors import ActorRegistry
+from memory_server.api.servicer import MemoryServicer
+from memory_server.memory.ports import Summarizer
+from memory_server.memory.summary import ExtractiveSummarizer
+from memory_server.memory.turns import ConversationMemory
+from memory_server.settings import Settings, SettingsError, settings_from_cli
+from memory_server.store.conversations import PostgresConversationStore
+from memory_server.store.embedded import EmbeddedPostgres, default_data_dir
+from memory_server.store.schema import apply_migrations
+from memory_server.tokens import TiktokenCounter
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+# Longer than the 64 KiB message default so a maximal AppendMessages batch fits.
+_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class MemoryServer:
+    """The running service. `start()` builds everything; `close()` (idempotent, safe before
+    start) drains and tears down: health NOT_SERVING → stop accepting → in-flight RPCs finish
+    within the grace period → actors drain → pools close → embedded PostgreSQL stops."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._stack = AsyncExitStack()
+        self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        self._registry: ActorRegistry | None = None
+        self.port = 0
+        self.database_dsn = ""
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+
+    async def _start(self) -> None:
+        settings = self.settings
+        servicer_memory: ConversationMemory | None = None
+        if settings.enabled:
+            servicer_memory = await self._start_memory(settings)
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        memory_pb2_grpc.add_MemoryServiceServicer_to_server(
+            MemoryServicer(settings, servicer_memory), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        if settings.reflection:
+            reflection.enable_server_reflection(
+                (
+                    SERVICE_NAME,
+                    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                    reflection.SERVICE_NAME,
+                ),
+                server,
+            )
+        self.port = server.add_insecure_port(settings.listen_address)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {settings.listen_address}")
+        await server.start()
+        self._server = server
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        host = settings.listen_address.rpartition(":")[0]
+        log.info(
+            "graphrag-memory listening on %s:%d (memory %s)",
+            host,
+            self.port,
+            "enabled" if settings.enabled else "disabled",
+        )
+
+    async def _start_memory(self, settings: Settings) -> ConversationMemory:
+        dsn = settings.database_url
+        if not dsn:
+            data_dir = Path(settings.data_dir) if settings.data_dir else default_data_dir()
+            embedded = EmbeddedPostgres(data_dir)
+            dsn = await embedded.start()
+            self._stack.push_async_callback(embedded.close)
+            log.info("embedded PostgreSQL in %s", data_dir)
+        self.database_dsn = dsn
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=settings.db_pool_min_size,
+            max_size=settings.db_pool_max_size,
+            command_timeout=settings.request_timeout_seconds,
+        )
+        self._stack.push_async_callback(pool.close)
+        async with pool.acquire() as connection:
+            await apply_migrations(connection)
+
+        counter = TiktokenCounter()
+        summarizer: Summarizer = ExtractiveSummarizer(counter)
+        if settings.llm_base_url:
+            from memory_server.llm.summarizer import OpenAICompatibleSummarizer
+
+            llm = OpenAICompatibleSummarizer(
+                base_url=settings.llm_base_url,
+                model=settings.llm_model,
+                api_key=settings.llm_api_key or None,
+                counter=counter,
+                fallback=summarizer,
+                timeout_s=settings.llm_timeout_seconds,
+            )
+            await self._stack.enter_async_context(llm)
+            summarizer = llm
+
+        registry = ActorRegistry(
+            mailbox_size=settings.mailbox_size, idle_seconds=settings.actor_idle_seconds
+        )
+        await registry.start()
+        self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
+        self._registry = registry
+        return ConversationMemory(
+            store=PostgresConversationStore(pool),
+            executor=registry,
+            counter=counter,
+            summarizer=summarizer,
+            budget_tokens=settings.stm_context_tokens,
+            summary_max_tokens=settings.summary_max_tokens,
+            compact_inline=not settings.fact_extract_async,
+        )
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await self._health.enter_graceful_shutdown()
+            await server.stop(self.settings.shutdown_grace_seconds)
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> MemoryServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def serve(settings: Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with MemoryServer(settings):
+        await stop.wait()
+        log.info("shutting down")
+    log.info("stopped")
+
+
+def cli(argv: Sequence[str] | None = None) -> None:
+    try:
+        settings = settings_from_cli(argv, os.environ)
+    except SettingsError as exc:
+        sys.stderr.write(f"graphrag-memory-server: configuration error: {exc}\n")
+        raise SystemExit(2) from None
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # pgserver narrates every pg_ctl call at INFO.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(settings))
+    except (OSError, RuntimeError) as exc:
+        log.error("cannot start: %s", exc)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    cli()

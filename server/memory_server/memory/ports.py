@@ -1,0 +1,145 @@
+"""The domain's view of the outside world: small Protocols that adapters implement."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from memory_server.memory.identity import Scope
+from memory_server.memory.model import (
+    AppendOutcome,
+    ContextCandidates,
+    ConversationInfo,
+    Feedback,
+    NewMessage,
+    Page,
+    StoredMessage,
+    Summary,
+)
+
+T = TypeVar("T")
+
+
+class TokenCounter(Protocol):
+    """Counts tokens the way the planner's model does (tiktoken cl100k_base)."""
+
+    def count(self, text: str) -> int: ...
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of `text` with at most `max_tokens` tokens."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryTurn:
+    """One message being folded into a rolling summary."""
+
+    role: str  # "user" | "assistant" | "system"
+    content: str
+
+
+class Summarizer(Protocol):
+    """Folds turns into a rolling summary of at most `max_tokens` tokens."""
+
+    @property
+    def name(self) -> str:
+        """Recorded with each summary (e.g. "extractive-v1", "llm:gpt-4o-mini")."""
+        ...
+
+    async def summarize(self, previous: str, turns: Sequence[SummaryTurn], max_tokens: int) -> str:
+        """Return the new summary covering `previous` followed by `turns` (oldest first)."""
+        ...
+
+
+class ScopeExecutor(Protocol):
+    """Serializes writes per (username, graphname): the actor registry implements it."""
+
+    async def run(self, scope: Scope, job: Callable[[], Awaitable[T]]) -> T:
+        """Run `job` in the scope's order; raises Overloaded when the mailbox is full."""
+        ...
+
+    def post(self, scope: Scope, job: Callable[[], Awaitable[object]], what: str) -> bool:
+        """Queue a background job behind the scope's accepted writes; False when full."""
+        ...
+
+
+class ConversationStore(Protocol):
+    """Conversations, messages and summaries. Every method is confined to one scope."""
+
+    async def append_messages(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        messages: Sequence[NewMessage],
+        conversation_name: str,
+        timeout_s: float | None,
+        *,
+        create: bool = True,
+    ) -> AppendOutcome:
+        """One transaction: create the conversation if needed (NotFound when `create` is false
+        and it does not exist), store the messages. A message whose id is already stored in the
+        scope with the same role and content in this conversation is returned, not stored
+        again; with other content or in another conversation AlreadyExists is raised. A
+        `parent_id` must name a message of this conversation (or of this batch), else NotFound.
+        Either way nothing is written."""
+        ...
+
+    async def context_candidates(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        before_seq: int | None,
+        cost_budget: int,
+        line_overhead: int,
+        timeout_s: float | None,
+    ) -> ContextCandidates: ...
+
+    async def unsummarized(
+        self, scope: Scope, conversation_id: str, timeout_s: float | None
+    ) -> tuple[Summary | None, list[StoredMessage]]: ...
+
+    async def save_summary(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        content: str,
+        tokens: int,
+        through_seq: int,
+        summarizer: str,
+        timeout_s: float | None,
+    ) -> bool:
+        """Append a summary version if it moves the watermark forward; False otherwise."""
+        ...
+
+    async def list_conversations(
+        self, scope: Scope, page_size: int, cursor: str, timeout_s: float | None
+    ) -> Page[ConversationInfo]: ...
+
+    async def get_conversation(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        page_size: int,
+        cursor: str,
+        timeout_s: float | None,
+    ) -> tuple[ConversationInfo, Page[StoredMessage]]: ...
+
+    async def set_feedback(
+        self,
+        scope: Scope,
+        message_id: str,
+        feedback: Feedback,
+        comment: str,
+        timeout_s: float | None,
+    ) -> StoredMessage: ...
+
+    async def rename_conversation(
+        self, scope: Scope, conversation_id: str, name: str, timeout_s: float | None
+    ) -> ConversationInfo: ...
+
+    async def delete_conversation(
+        self, scope: Scope, conversation_id: str, timeout_s: float | None
+    ) -> int:
+        """Deletes the conversation, its messages and summaries; returns the message count."""
+        ...

@@ -1,0 +1,307 @@
+"""Use cases of conversation memory: a turn, a context, a compaction, the UI history.
+
+Writes for a scope go through the injected ScopeExecutor (the scope's actor), so they happen in
+the order they were accepted; reads go straight to the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from memory_server.memory.identity import Scope
+from memory_server.memory.model import (
+    AppendOutcome,
+    ConversationInfo,
+    Feedback,
+    LongTermSection,
+    MemoryContext,
+    NewMessage,
+    Page,
+    Role,
+    StoredMessage,
+    Summary,
+)
+from memory_server.memory.ports import (
+    ConversationStore,
+    ScopeExecutor,
+    Summarizer,
+    SummaryTurn,
+    TokenCounter,
+)
+from memory_server.memory.stm import (
+    LINE_OVERHEAD_TOKENS,
+    StmBudget,
+    build_context,
+    plan_fold,
+)
+
+log = logging.getLogger(__name__)
+
+# Texts longer than this are tokenized on a worker thread, not on the event loop.
+_INLINE_TOKENIZE_CHARS = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class StartedTurn:
+    message: StoredMessage
+    context: MemoryContext
+    conversation_created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTurn:
+    message: StoredMessage
+    compacted_inline: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFields:
+    model: str = ""
+    parent_id: str = ""
+    response_time_seconds: float = 0.0
+
+
+def new_message_id() -> str:
+    return str(uuid.uuid4())
+
+
+class ConversationMemory:
+    def __init__(
+        self,
+        *,
+        store: ConversationStore,
+        executor: ScopeExecutor,
+        counter: TokenCounter,
+        summarizer: Summarizer,
+        budget_tokens: int,
+        summary_max_tokens: int,
+        compact_inline: bool,
+    ) -> None:
+        self._store = store
+        self._executor = executor
+        self._counter = counter
+        self._summarizer = summarizer
+        self._budget = StmBudget.create(counter, budget_tokens, summary_max_tokens)
+        self._compact_inline = compact_inline
+
+    async def count_tokens(self, text: str) -> int:
+        if len(text) <= _INLINE_TOKENIZE_CHARS:
+            return self._counter.count(text)
+        return await asyncio.to_thread(self._counter.count, text)
+
+    # --- turns -----------------------------------------------------------------------------
+
+    async def start_turn(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        content: str,
+        *,
+        message_id: str = "",
+        conversation_name: str = "",
+        timeout_s: float | None = None,
+    ) -> StartedTurn:
+        message = NewMessage(
+            role=Role.USER,
+            content=content,
+            tokens=await self.count_tokens(content),
+            message_id=message_id or new_message_id(),
+        )
+
+        async def job() -> StartedTurn:
+            outcome = await self._store.append_messages(
+                scope, conversation_id, [message], conversation_name, timeout_s
+            )
+            stored = outcome.messages[0]
+            # The context excludes the message just stored (the planner has it already) and
+            # anything after it (a retried StartTurn returns the context it first returned).
+            context = await self._context(scope, conversation_id, stored.seq, timeout_s)
+            return StartedTurn(stored, context, outcome.conversation_created)
+
+        return await self._executor.run(scope, job)
+
+    async def complete_turn(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        content: str,
+        reply: ReplyFields,
+        *,
+        message_id: str = "",
+        timeout_s: float | None = None,
+    ) -> CompletedTurn:
+        message = NewMessage(
+            role=Role.ASSISTANT,
+            content=content,
+            tokens=await self.count_tokens(content),
+            message_id=message_id or new_message_id(),
+            model=reply.model,
+            parent_id=reply.parent_id,
+            response_time_seconds=reply.response_time_seconds,
+        )
+
+        async def job() -> StoredMessage:
+            outcome = await self._store.append_messages(
+                scope, conversation_id, [message], "", timeout_s, create=False
+            )
+            return outcome.messages[0]
+
+        stored = await self._executor.run(scope, job)
+        return CompletedTurn(stored, await self._after_write(scope, conversation_id))
+
+    async def append_messages(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        conversation_name: str = "",
+        timeout_s: float | None = None,
+    ) -> AppendOutcome:
+        counted = [
+            replace(
+                m,
+                tokens=await self.count_tokens(m.content),
+                message_id=m.message_id or new_message_id(),
+            )
+            for m in messages
+        ]
+
+        async def job() -> AppendOutcome:
+            return await self._store.append_messages(
+                scope, conversation_id, counted, conversation_name, timeout_s
+            )
+
+        outcome = await self._executor.run(scope, job)
+        if outcome.inserted:
+            await self._after_write(scope, conversation_id)
+        return outcome
+
+    async def _after_write(self, scope: Scope, conversation_id: str) -> bool:
+        """Compaction after a write: inline, or queued on the scope's actor behind the write
+        (so the scope's order holds). True when it ran inline."""
+        if self._compact_inline:
+            await self._executor.run(scope, lambda: self.compact(scope, conversation_id))
+            return True
+        # A full mailbox skips this round: compaction catches up on the next write.
+        self._executor.post(scope, lambda: self.compact(scope, conversation_id), "compaction")
+        return False
+
+    async def compact(
+        self, scope: Scope, conversation_id: str, timeout_s: float | None = None
+    ) -> int:
+        """Fold the oldest turns into the rolling summary until the rest fits. Runs on the
+        scope's actor. Message rows stay; only the watermark moves. Returns messages folded."""
+        summary, unsummarized = await self._store.unsummarized(scope, conversation_id, timeout_s)
+        fold = plan_fold(budget=self._budget, summary=summary, unsummarized=unsummarized)
+        if not fold:
+            return 0
+        text = await self._summarizer.summarize(
+            summary.content if summary else "",
+            [SummaryTurn(m.role.value, m.content) for m in fold],
+            self._budget.summary_max_tokens,
+        )
+        tokens = await self.count_tokens(text)
+        if tokens > self._budget.summary_max_tokens:
+            text = self._counter.truncate(text, self._budget.summary_max_tokens)
+            tokens = self._counter.count(text)
+        await self._store.save_summary(
+            scope, conversation_id, text, tokens, fold[-1].seq, self._summarizer.name, timeout_s
+        )
+        log.debug("compacted %d messages", len(fold))
+        return len(fold)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    async def get_context(
+        self, scope: Scope, conversation_id: str, timeout_s: float | None = None
+    ) -> tuple[MemoryContext, bool]:
+        candidates = await self._store.context_candidates(
+            scope,
+            conversation_id,
+            None,
+            self._budget.budget_tokens,
+            LINE_OVERHEAD_TOKENS,
+            timeout_s,
+        )
+        return self._assemble(
+            candidates.summary, candidates.newest_first, candidates.unsummarized_count
+        ), candidates.conversation_exists
+
+    async def _context(
+        self, scope: Scope, conversation_id: str, before_seq: int, timeout_s: float | None
+    ) -> MemoryContext:
+        candidates = await self._store.context_candidates(
+            scope,
+            conversation_id,
+            before_seq,
+            self._budget.budget_tokens,
+            LINE_OVERHEAD_TOKENS,
+            timeout_s,
+        )
+        return self._assemble(
+            candidates.summary, candidates.newest_first, candidates.unsummarized_count
+        )
+
+    def _assemble(
+        self, summary: Summary | None, newest_first: list[StoredMessage], unsummarized_count: int
+    ) -> MemoryContext:
+        return build_context(
+            counter=self._counter,
+            budget=self._budget,
+            summary=summary,
+            newest_first=newest_first,
+            unsummarized_count=unsummarized_count,
+            long_term=LongTermSection(),
+        )
+
+    async def list_conversations(
+        self, scope: Scope, page_size: int, cursor: str, timeout_s: float | None = None
+    ) -> Page[ConversationInfo]:
+        return await self._store.list_conversations(scope, page_size, cursor, timeout_s)
+
+    async def get_conversation(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        page_size: int,
+        cursor: str,
+        timeout_s: float | None = None,
+    ) -> tuple[ConversationInfo, Page[StoredMessage]]:
+        return await self._store.get_conversation(
+            scope, conversation_id, page_size, cursor, timeout_s
+        )
+
+    # --- UI writes -------------------------------------------------------------------------
+
+    async def submit_feedback(
+        self,
+        scope: Scope,
+        message_id: str,
+        feedback: Feedback,
+        comment: str,
+        timeout_s: float | None = None,
+    ) -> StoredMessage:
+        return await self._executor.run(
+            scope,
+            lambda: self._store.set_feedback(scope, message_id, feedback, comment, timeout_s),
+        )
+
+    async def rename_conversation(
+        self, scope: Scope, conversation_id: str, name: str, timeout_s: float | None = None
+    ) -> ConversationInfo:
+        return await self._executor.run(
+            scope,
+            lambda: self._store.rename_conversation(scope, conversation_id, name, timeout_s),
+        )
+
+    async def delete_conversation(
+        self, scope: Scope, conversation_id: str, timeout_s: float | None = None
+    ) -> int:
+        return await self._executor.run(
+            scope, lambda: self._store.delete_conversation(scope, conversation_id, timeout_s)
+        )

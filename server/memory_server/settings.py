@@ -1,0 +1,230 @@
+"""One frozen Settings object, parsed once in main from (lowest to highest precedence):
+defaults < `memory_config` in GraphRAG's server_config.json < GRAPHRAG_MEMORY_* environment <
+command-line flags. A bad value is a SettingsError naming the key and where it came from."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "GRAPHRAG_MEMORY_"
+
+
+class SettingsError(ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    # --- GraphRAG's memory_config (same names and defaults) ---
+    enabled: bool = True
+    database_url: str = ""
+    stm_context_tokens: int = 6000
+    ltm_top_k: int = 5
+    ltm_score_threshold: float = 0.7
+    ltm_retention_days: int = 365
+    max_facts_per_scope: int = 1000
+    fact_extract_async: bool = True
+    # --- the service's own settings ---
+    listen_address: str = "127.0.0.1:50051"
+    # Where the embedded PostgreSQL keeps its data; empty = the platform default.
+    data_dir: str = ""
+    # Largest message content accepted, in UTF-8 bytes.
+    max_message_bytes: int = 65536
+    max_messages_per_append: int = 1000
+    # Per-scope actor: bounded mailbox, idle eviction.
+    mailbox_size: int = 256
+    actor_idle_seconds: float = 60.0
+    # Upper bound for the rolling summary, as a share of stm_context_tokens.
+    summary_budget_ratio: float = 0.25
+    # OpenAI-compatible endpoint for the LLM summarizer; empty = offline extractive summarizer.
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    llm_timeout_seconds: float = 30.0
+    db_pool_min_size: int = 2
+    db_pool_max_size: int = 10
+    # Budget for one RPC when the client sets no deadline.
+    request_timeout_seconds: float = 30.0
+    shutdown_grace_seconds: float = 10.0
+    reflection: bool = True
+    log_level: str = "INFO"
+
+    @property
+    def summary_max_tokens(self) -> int:
+        return int(self.stm_context_tokens * self.summary_budget_ratio)
+
+
+# Range checks: key -> (minimum, maximum); None = unbounded.
+_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "stm_context_tokens": (256, 1_000_000),
+    "ltm_top_k": (1, 100),
+    "ltm_score_threshold": (0.0, 1.0),
+    "ltm_retention_days": (1, None),
+    "max_facts_per_scope": (1, 1_000_000),
+    "max_message_bytes": (1024, 16 * 1024 * 1024),
+    "max_messages_per_append": (1, 100_000),
+    "mailbox_size": (1, 1_000_000),
+    "actor_idle_seconds": (0.01, None),
+    "summary_budget_ratio": (0.05, 0.9),
+    "llm_timeout_seconds": (0.1, 600),
+    "db_pool_min_size": (0, 1000),
+    "db_pool_max_size": (1, 1000),
+    "request_timeout_seconds": (0.1, 3600),
+    "shutdown_grace_seconds": (0.0, 3600),
+}
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _field_types() -> dict[str, type]:
+    types = {"bool": bool, "int": int, "float": float, "str": str}
+    return {f.name: types[str(f.type)] for f in fields(Settings)}
+
+
+def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
+    where = f"{key} (from {source})"
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
+            return False
+        raise SettingsError(f"{where}: expected true or false, got {value!r}")
+    if kind is int:
+        if isinstance(value, bool):
+            raise SettingsError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise SettingsError(f"{where}: expected an integer, got {value!r}")
+    if kind is float:
+        if isinstance(value, bool):
+            raise SettingsError(f"{where}: expected a number, got {value!r}")
+        number: float | None = None
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                number = None
+        if number is None or not math.isfinite(number):
+            raise SettingsError(f"{where}: expected a number, got {value!r}")
+        return number
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SettingsError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
+    for key, (low, high) in _RANGES.items():
+        value = getattr(settings, key)
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"[{low}, {high if high is not None else '∞'}]"
+            raise SettingsError(
+                f"{key} (from {sources.get(key, 'default')}): {value!r} is outside {bounds}"
+            )
+    if settings.db_pool_min_size > settings.db_pool_max_size:
+        raise SettingsError("db_pool_min_size: must not exceed db_pool_max_size")
+    host, sep, port = settings.listen_address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise SettingsError(
+            f"listen_address (from {sources.get('listen_address', 'default')}): "
+            f"expected host:port, got {settings.listen_address!r}"
+        )
+    if settings.log_level.upper() not in _LOG_LEVELS:
+        raise SettingsError(f"log_level: expected one of {', '.join(_LOG_LEVELS)}")
+    if settings.llm_base_url and not settings.llm_model:
+        raise SettingsError("llm_model: required when llm_base_url is set")
+    if settings.database_url and not settings.database_url.startswith(
+        ("postgres://", "postgresql://")
+    ):
+        raise SettingsError("database_url: expected a postgresql:// URL")
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SettingsError(f"config: file not found: {path}") from exc
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SettingsError(f"config: cannot read {path}: {exc}") from exc
+    if not isinstance(document, dict):
+        raise SettingsError(f"config: {path} must hold a JSON object")
+    # GraphRAG's server_config.json keeps ours under "memory_config"; a file holding only the
+    # memory_config object is accepted too.
+    section = document.get("memory_config", document)
+    if not isinstance(section, dict):
+        raise SettingsError(f"memory_config: expected an object in {path}")
+    return section
+
+
+def load_settings(
+    *,
+    config_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    types = _field_types()
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def put(key: str, raw: Any, source: str) -> None:
+        if key not in types:
+            raise SettingsError(f"{key} (from {source}): unknown setting")
+        values[key] = _coerce(key, raw, types[key], source)
+        sources[key] = source
+
+    if config_path is not None:
+        for key, raw in _read_config_file(config_path).items():
+            put(key, raw, f"{config_path}:memory_config")
+    for name, raw in (environ or {}).items():
+        if name.startswith(ENV_PREFIX) and name != ENV_PREFIX + "CONFIG":
+            put(name[len(ENV_PREFIX) :].lower(), raw, f"environment {name}")
+    for key, raw in (overrides or {}).items():
+        put(key, raw, f"--{key.replace('_', '-')}")
+    settings = dataclasses.replace(Settings(), **values)
+    _validate(settings, sources)
+    return settings
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="graphrag-memory-server",
+        description="gRPC memory service for GraphRAG. Settings: defaults < --config file "
+        f"(memory_config) < {ENV_PREFIX}* environment < flags.",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help=f"GraphRAG server_config.json (or {ENV_PREFIX}CONFIG)",
+    )
+    for f in fields(Settings):
+        flag = "--" + f.name.replace("_", "-")
+        # Values stay strings here and go through the same coercion as the other sources.
+        parser.add_argument(flag, dest=f.name, default=None, metavar=str(f.type).upper())
+    return parser
+
+
+def settings_from_cli(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Settings:
+    args = argument_parser().parse_args(argv)
+    config = args.config
+    if config is None and environ.get(ENV_PREFIX + "CONFIG"):
+        config = Path(environ[ENV_PREFIX + "CONFIG"])
+    overrides = {
+        f.name: getattr(args, f.name) for f in fields(Settings) if getattr(args, f.name) is not None
+    }
+    return load_settings(config_path=config, environ=environ, overrides=overrides)

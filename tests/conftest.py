@@ -1,0 +1,120 @@
+"""Shared fixtures: one real embedded PostgreSQL per test session, real grpc.aio servers on free
+ports, real generated stubs. Each test uses its own user names, so tests never share a scope."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2_grpc
+
+from memory_client.v1 import memory_pb2 as pb
+from memory_client.v1 import memory_pb2_grpc as pb_grpc
+from memory_server.main import MemoryServer
+from memory_server.settings import load_settings
+from memory_server.store.embedded import EmbeddedPostgres
+
+ServerFactory = Callable[..., Awaitable["RunningServer"]]
+
+
+@pytest.fixture(scope="session")
+def scratch_dir() -> Path:
+    # Not under /root: as root, pgserver opens every parent of its data directory to others.
+    return Path(tempfile.mkdtemp(prefix="graphrag-memory-tests-", dir="/tmp"))
+
+
+@pytest.fixture(scope="session")
+async def database_url(scratch_dir: Path) -> AsyncIterator[str]:
+    async with EmbeddedPostgres(scratch_dir / "shared-db") as embedded:
+        yield embedded.dsn
+
+
+@dataclass
+class RunningServer:
+    server: MemoryServer
+    channel: grpc.aio.Channel
+    stub: pb_grpc.MemoryServiceStub
+    health: health_pb2_grpc.HealthStub
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.server.port}"
+
+
+@pytest.fixture
+async def start_server(database_url: str) -> AsyncIterator[ServerFactory]:
+    """Starts servers with the given settings overrides; all are closed after the test."""
+    running: list[RunningServer] = []
+
+    async def start(**overrides: Any) -> RunningServer:
+        values: dict[str, Any] = {"database_url": database_url, "listen_address": "127.0.0.1:0"}
+        values.update(overrides)
+        server = MemoryServer(load_settings(overrides=values))
+        await server.start()
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
+        handle = RunningServer(
+            server,
+            channel,
+            pb_grpc.MemoryServiceStub(channel),
+            health_pb2_grpc.HealthStub(channel),
+        )
+        running.append(handle)
+        return handle
+
+    yield start
+    for handle in reversed(running):
+        await handle.channel.close()
+        await handle.server.close()
+
+
+@pytest.fixture
+async def memory(start_server: ServerFactory) -> RunningServer:
+    """A server on the defaults (asynchronous compaction)."""
+    return await start_server()
+
+
+@pytest.fixture
+def scope() -> dict[str, str]:
+    """A fresh (username, graphname) for this test."""
+    return {"username": f"user-{uuid.uuid4().hex[:12]}", "graphname": "Finance"}
+
+
+def new_id(prefix: str = "conv") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+async def assert_eventually(
+    check: Callable[[], Awaitable[bool]], *, timeout_s: float = 10.0, what: str = "condition"
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if await check():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not hold within {timeout_s}s")
+        await asyncio.sleep(0.05)
+
+
+async def all_messages(
+    stub: pb_grpc.MemoryServiceStub, scope: dict[str, str], conversation_id: str
+) -> list[pb.Message]:
+    messages: list[pb.Message] = []
+    token = ""
+    while True:
+        page = await stub.GetConversation(
+            pb.GetConversationRequest(
+                **scope, conversation_id=conversation_id, page_size=1000, page_token=token
+            )
+        )
+        messages.extend(page.messages)
+        token = page.next_page_token
+        if not token:
+            return messages

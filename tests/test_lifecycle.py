@@ -1,0 +1,268 @@
+"""The server as a process: embedded PostgreSQL, kill -9, SIGTERM, configuration errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from memory_client.v1 import memory_pb2 as pb
+from memory_client.v1 import memory_pb2_grpc as pb_grpc
+
+from conftest import assert_eventually, new_id
+
+pytestmark = pytest.mark.slow
+_LISTENING = re.compile(r"listening on [\d.]+:(\d+)")
+
+
+class ServerProcess:
+    def __init__(self, data_dir: Path, *args: str) -> None:
+        self.data_dir = data_dir
+        self.args = args
+        self.process: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.log: list[str] = []
+
+    async def start(self, timeout_s: float = 60) -> ServerProcess:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memory_server",
+                "--data-dir",
+                str(self.data_dir),
+                "--listen-address",
+                "127.0.0.1:0",
+                *self.args,
+            ],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stderr is not None
+        stderr = self.process.stderr
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = await asyncio.to_thread(stderr.readline)
+            if not line:
+                break
+            self.log.append(line)
+            match = _LISTENING.search(line)
+            if match:
+                self.port = int(match[1])
+                # Keep draining stderr so the server never blocks on a full pipe.
+                self._drain = asyncio.ensure_future(asyncio.to_thread(self._drain_rest))
+                return self
+        raise AssertionError("server did not start:\n" + "".join(self.log))
+
+    def _drain_rest(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+
+    def channel(self) -> grpc.aio.Channel:
+        return grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
+
+    async def wait(self, timeout_s: float = 30) -> int:
+        assert self.process is not None
+        code = await asyncio.to_thread(self.process.wait, timeout_s)
+        await self._drain
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return code
+
+    def kill(self, sig: int) -> None:
+        assert self.process is not None
+        self.process.send_signal(sig)
+
+
+def _postmaster_pid(data_dir: Path) -> int | None:
+    pid_file = data_dir / "pgdata" / "postmaster.pid"
+    try:
+        return int(pid_file.read_text().splitlines()[0])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+async def data_dir() -> AsyncIterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="graphrag-memory-proc-", dir="/tmp"))
+    yield path
+    pid = _postmaster_pid(path)
+    if pid is not None and _alive(pid):  # a failed test must not leave PostgreSQL behind
+        subprocess.run(["pkill", "-f", str(path)], check=False)
+
+
+async def _turns(
+    stub: pb_grpc.MemoryServiceStub,
+    scope: dict[str, str],
+    conversation: str,
+    count: int,
+    acknowledged: list[str],
+) -> None:
+    for i in range(count):
+        started = await stub.StartTurn(
+            pb.StartTurnRequest(**scope, conversation_id=conversation, content=f"question {i}")
+        )
+        acknowledged.append(started.message.message_id)
+        done = await stub.CompleteTurn(
+            pb.CompleteTurnRequest(
+                **scope,
+                conversation_id=conversation,
+                content=f"answer {i}",
+                parent_id=started.message.message_id,
+            )
+        )
+        acknowledged.append(done.message.message_id)
+
+
+async def test_kill_9_loses_nothing_acknowledged(data_dir: Path):
+    scope = {"username": "kill-test", "graphname": "Finance"}
+    conversation = new_id()
+    first = await ServerProcess(data_dir).start()
+    acknowledged: list[str] = []
+    async with first.channel() as channel:
+        stub = pb_grpc.MemoryServiceStub(channel)
+        await _turns(stub, scope, conversation, 3, acknowledged)
+        # Kill it while turns are in flight.
+        load = asyncio.ensure_future(_turns(stub, scope, conversation, 10_000, acknowledged))
+        await assert_eventually(
+            lambda: asyncio.sleep(0, len(acknowledged) >= 20), what="turns under load"
+        )
+        first.kill(signal.SIGKILL)
+        with pytest.raises(grpc.aio.AioRpcError):
+            await load
+    assert await first.wait() == -signal.SIGKILL
+    postmaster = _postmaster_pid(data_dir)
+    assert postmaster is not None and _alive(postmaster), "PostgreSQL outlives its owner"
+
+    second = await ServerProcess(data_dir).start()  # no manual cleanup in between
+    async with second.channel() as channel:
+        stub = pb_grpc.MemoryServiceStub(channel)
+        page = await stub.GetConversation(
+            pb.GetConversationRequest(**scope, conversation_id=conversation, page_size=1000)
+        )
+        stored = [m.message_id for m in page.messages]
+        assert set(acknowledged) <= set(stored)
+        # At most the one in-flight write may have landed without its acknowledgement.
+        assert len(stored) - len(acknowledged) <= 1
+        assert stored[: len(acknowledged)] == acknowledged
+        more: list[str] = []
+        await _turns(stub, scope, conversation, 1, more)
+    second.kill(signal.SIGTERM)
+    assert await second.wait() == 0
+    # The last owner stopped the embedded PostgreSQL, although the killed one never let go.
+    await assert_eventually(
+        lambda: asyncio.sleep(0, postmaster is None or not _alive(postmaster)),
+        timeout_s=15,
+        what="embedded PostgreSQL stopped",
+    )
+
+
+async def test_sigterm_drains_in_flight_writes(data_dir: Path):
+    server = await ServerProcess(data_dir, "--shutdown-grace-seconds", "5").start()
+    scope = {"username": "sigterm-test", "graphname": "Finance"}
+    conversations = [new_id() for _ in range(8)]
+    async with server.channel() as channel:
+        stub = pb_grpc.MemoryServiceStub(channel)
+        health = health_pb2_grpc.HealthStub(channel)
+        status = await health.Check(health_pb2.HealthCheckRequest())
+        assert status.status == health_pb2.HealthCheckResponse.SERVING
+        await asyncio.gather(
+            *(
+                stub.StartTurn(pb.StartTurnRequest(**scope, conversation_id=c, content="warm up"))
+                for c in conversations
+            )
+        )
+        calls = [
+            asyncio.ensure_future(
+                stub.StartTurn(
+                    pb.StartTurnRequest(
+                        **scope, conversation_id=conversations[i % 8], content=f"burst {i}"
+                    )
+                )
+            )
+            for i in range(200)
+        ]
+        await asyncio.sleep(0.05)
+        server.kill(signal.SIGTERM)
+        results = await asyncio.gather(*calls, return_exceptions=True)
+    started = time.monotonic()
+    assert await server.wait() == 0
+    assert time.monotonic() - started < 15
+    acknowledged = [r.message.message_id for r in results if isinstance(r, pb.StartTurnResponse)]
+    failures = [r for r in results if not isinstance(r, pb.StartTurnResponse)]
+    for failure in failures:
+        assert isinstance(failure, grpc.aio.AioRpcError)
+        assert failure.code() == grpc.StatusCode.UNAVAILABLE
+    assert acknowledged, "requests in flight at SIGTERM finish"
+
+    again = await ServerProcess(data_dir).start()
+    async with again.channel() as channel:
+        stub = pb_grpc.MemoryServiceStub(channel)
+        stored: set[str] = set()
+        for c in conversations:
+            page = await stub.GetConversation(
+                pb.GetConversationRequest(**scope, conversation_id=c, page_size=1000)
+            )
+            stored.update(m.message_id for m in page.messages)
+    assert set(acknowledged) <= stored
+    again.kill(signal.SIGTERM)
+    assert await again.wait() == 0
+
+
+def _run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memory_server", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["--stm-context-tokens", "lots"], {}, "stm_context_tokens"),
+        (["--ltm-score-threshold", "1.5"], {}, "ltm_score_threshold"),
+        ([], {"GRAPHRAG_MEMORY_ENABLED": "maybe"}, "GRAPHRAG_MEMORY_ENABLED"),
+        ([], {"GRAPHRAG_MEMORY_DATABASE_URL": "mysql://x"}, "database_url"),
+        (["--listen-address", "nowhere"], {}, "listen_address"),
+    ],
+)
+def test_bad_configuration_is_a_clear_startup_error(
+    args: list[str], env: dict[str, str], named: str
+):
+    result = _run_cli(*args, env=env)
+    assert result.returncode == 2
+    assert named in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_config_file_names_the_key(tmp_path: Path):
+    config = tmp_path / "server_config.json"
+    config.write_text(json.dumps({"llm_config": {}, "memory_config": {"max_facts_per_scope": 0}}))
+    result = _run_cli("--config", str(config))
+    assert result.returncode == 2
+    assert "max_facts_per_scope" in result.stderr and str(config) in result.stderr

@@ -4,10 +4,11 @@ ports, real generated stubs. Each test uses its own user names, so tests never s
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,11 @@ ServerFactory = Callable[..., Awaitable["RunningServer"]]
 
 
 @pytest.fixture(scope="session")
-def scratch_dir() -> Path:
+def scratch_dir() -> Iterator[Path]:
     # Not under /root: as root, pgserver opens every parent of its data directory to others.
-    return Path(tempfile.mkdtemp(prefix="graphrag-memory-tests-", dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix="graphrag-memory-tests-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -111,6 +112,7 @@ async def data_dir() -> AsyncIterator[Path]:
     pid = _postmaster_pid(path)
     if pid is not None and _alive(pid):  # a failed test must not leave PostgreSQL behind
         subprocess.run(["pkill", "-f", str(path)], check=False)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 async def _turns(
@@ -266,3 +268,22 @@ def test_bad_config_file_names_the_key(tmp_path: Path):
     result = _run_cli("--config", str(config))
     assert result.returncode == 2
     assert "max_facts_per_scope" in result.stderr and str(config) in result.stderr
+
+
+async def test_healthcheck_command(data_dir: Path):
+    assert _run_module("memory_server.healthcheck", "127.0.0.1:1").returncode == 1
+    server = await ServerProcess(data_dir).start()
+    try:
+        result = await asyncio.to_thread(
+            _run_module, "memory_server.healthcheck", f"127.0.0.1:{server.port}"
+        )
+        assert result.returncode == 0
+    finally:
+        server.kill(signal.SIGTERM)
+        assert await server.wait() == 0
+
+
+def _run_module(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=30
+    )

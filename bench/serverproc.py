@@ -1,0 +1,127 @@
+"""The server under test as a separate process on a fresh temp data dir under /tmp (embedded
+PostgreSQL in DIR/pgdata), stopped with SIGTERM; the dir is removed afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+_LISTENING = re.compile(r"graphrag-memory listening on ([\d.]+:\d+)")
+_PROBLEM = re.compile(r" (WARNING|ERROR|CRITICAL) |Traceback")
+
+
+class BenchServer:
+    def __init__(self, extra_args: Sequence[str] = (), start_timeout_s: float = 120) -> None:
+        self.extra_args = list(extra_args)
+        self.start_timeout_s = start_timeout_s
+        self.data_dir = Path(tempfile.mkdtemp(prefix="graphrag-memory-bench-", dir="/tmp"))
+        self.process: subprocess.Popen[str] | None = None
+        self.address = ""
+        self.log: deque[str] = deque(maxlen=200)
+        self.problems: list[str] = []  # WARNING/ERROR lines seen in the server log
+        self.exit_code: int | None = None
+        self.postgres_left_running = False
+        self._listening = threading.Event()
+        self._postmaster: psutil.Process | None = None
+
+    def __enter__(self) -> BenchServer:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "memory_server", "--data-dir", str(self.data_dir)]
+        command += ["--listen-address", "127.0.0.1:0", *self.extra_args]
+        self.process = subprocess.Popen(
+            command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        )
+        threading.Thread(target=self._drain, daemon=True).start()
+        deadline = time.monotonic() + self.start_timeout_s
+        while not self._listening.wait(0.2):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("server did not start:\n" + "".join(self.log))
+        pid_file = self.data_dir / "pgdata" / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, IndexError, psutil.Error):
+            self._postmaster = psutil.Process(int(pid_file.read_text().splitlines()[0]))
+
+    def _drain(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+            if _PROBLEM.search(line):
+                self.problems.append(line.rstrip())
+            match = _LISTENING.search(line)
+            if match and not self._listening.is_set():
+                self.address = match[1]
+                self._listening.set()
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time used so far by the server process (all threads) and by PostgreSQL (the
+        postmaster, its live backends, and the backends it has reaped)."""
+        out = {"server": 0.0, "postgres": 0.0}
+        with contextlib.suppress(psutil.Error):
+            if self.process is not None:
+                t = psutil.Process(self.process.pid).cpu_times()
+                out["server"] = t.user + t.system
+        if self._postmaster is not None:
+            with contextlib.suppress(psutil.Error):
+                t = self._postmaster.cpu_times()
+                out["postgres"] = t.user + t.system + t.children_user + t.children_system
+                for child in self._postmaster.children():
+                    with contextlib.suppress(psutil.Error):
+                        c = child.cpu_times()
+                        out["postgres"] += c.user + c.system
+        return out
+
+    def _postgres_alive(self) -> bool:
+        try:
+            pm = self._postmaster
+            return pm is not None and pm.is_running() and pm.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def stop(self) -> None:
+        """SIGTERM and wait; SIGKILL only if it hangs. Then make sure PostgreSQL is gone and
+        remove the data dir. Idempotent."""
+        process, self.process = self.process, None
+        if process is not None:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+            try:
+                self.exit_code = process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                self.exit_code = process.wait()
+        if self._postmaster is not None:
+            deadline = time.monotonic() + 15
+            while self._postgres_alive() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            with contextlib.suppress(psutil.Error):
+                if self._postgres_alive():
+                    self.postgres_left_running = True  # reported; stopped here by its own pid
+                    self._postmaster.send_signal(signal.SIGINT)  # fast shutdown
+                    self._postmaster.wait(30)
+            self._postmaster = None
+        if self.data_dir.exists():
+            shutil.rmtree(self.data_dir, ignore_errors=True)

@@ -1,0 +1,242 @@
+"""Turn benchmark for graphrag-memory: Health/Check floor, GraphRAG's turn (StartTurn +
+CompleteTurn), and per-scope isolation under a hot scope. See bench/README.md.
+
+    .venv/bin/python bench/turns.py [--duration-s 10] [--concurrency 1,16,64]
+                                    [--json-out bench/results/turns.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psutil
+from loadgen import HEALTH, PAIR, START, START_HOT, START_OTHER, DriveOptions
+from serverproc import BenchServer
+
+# The project's promises, at 64 calls in flight.
+TARGET_THROUGHPUT_RATIO = 0.40  # StartTurn/s ÷ Health/Check/s, at least
+TARGET_P99_RATIO = 3.0  # StartTurn p99 ÷ Health/Check p99, at most
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--duration-s", type=float, default=10.0, help="measured seconds per phase")
+    p.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds first")
+    p.add_argument("--concurrency", default="1,16,64", help="calls in flight, comma-separated")
+    p.add_argument("--channels", type=int, default=1, help="gRPC channels the workers share")
+    p.add_argument("--seed-turns", type=int, default=10, help="prior turns per conversation")
+    p.add_argument("--hot-writers", type=int, default=100, help="isolation: hot scope writers")
+    p.add_argument("--other-scopes", type=int, default=8, help="isolation: other scopes")
+    p.add_argument("--scenarios", default="floor,turns,isolation", help="which to run")
+    p.add_argument("--server-arg", action="append", default=[], help="extra server flag")
+    p.add_argument("--json-out", type=Path, default=Path("bench/results/turns.json"))
+    # Internal: run one scenario as the load driver (in its own process) against --target.
+    p.add_argument("--drive", help=argparse.SUPPRESS)
+    p.add_argument("--target", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def run_phase(
+    server: BenchServer, args: argparse.Namespace, scenario: str, n: int
+) -> dict[str, Any]:
+    """One phase in a fresh driver process; CPU use of server, PostgreSQL and client is sampled
+    at the driver's measure_start/measure_end marks."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--drive", scenario]
+    command += ["--target", server.address, "--concurrency", str(n)]
+    for flag in ("duration_s", "warmup_s", "channels", "seed_turns", "hot_writers"):
+        command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    marks: dict[str, tuple[float, dict[str, float]]] = {}
+    result: dict[str, Any] | None = None
+    try:
+        client = psutil.Process(driver.pid)
+        assert driver.stdout is not None
+        for line in driver.stdout:
+            event = json.loads(line)
+            if event["event"] == "result":
+                result = event
+            else:
+                cpu = server.cpu_seconds()
+                t = client.cpu_times()
+                cpu["client"] = t.user + t.system
+                marks[event["event"]] = (time.monotonic(), cpu)
+        if driver.wait() != 0 or result is None:
+            raise RuntimeError(f"driver for {scenario}@{n} failed (exit {driver.returncode})")
+    finally:
+        if driver.poll() is None:
+            driver.terminate()
+            driver.wait(10)
+    (t0, cpu0), (t1, cpu1) = marks["measure_start"], marks["measure_end"]
+    result["cpu_percent"] = {k: round((cpu1[k] - cpu0[k]) / (t1 - t0) * 100) for k in cpu0}
+    return result
+
+
+def find(phases: list[dict[str, Any]], scenario: str, n: int) -> dict[str, Any] | None:
+    return next((p for p in phases if p["scenario"] == scenario and p["concurrency"] == n), None)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def promises(phases: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    floor, turns = find(phases, "floor", n), find(phases, "turns", n)
+    if floor is None or turns is None:
+        return {}
+    h, s = floor["rpcs"].get(HEALTH, {}), turns["rpcs"].get(START, {})
+    tput = ratio(s.get("throughput_per_s"), h.get("throughput_per_s"))
+    p99 = ratio(s.get("p99_ms"), h.get("p99_ms"))
+    return {
+        "concurrency": n,
+        "throughput_ratio": tput,
+        "throughput_target_min": TARGET_THROUGHPUT_RATIO,
+        "throughput_pass": tput is not None and tput >= TARGET_THROUGHPUT_RATIO,
+        "p99_ratio": p99,
+        "p99_target_max": TARGET_P99_RATIO,
+        "p99_pass": p99 is not None and p99 <= TARGET_P99_RATIO,
+    }
+
+
+def isolation(phases: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    alone, hot = find(phases, "iso-alone", n), find(phases, "iso-hot", n)
+    if alone is None or hot is None:
+        return {}
+    a, w, h = alone["rpcs"][START_OTHER], hot["rpcs"][START_OTHER], hot["rpcs"][START_HOT]
+    return {
+        "other_scopes": n,
+        "hot_writers": hot["hot_writers"],
+        "hot_layout": "one username+graphname, one conversation per writer",
+        "others_alone": {k: a[k] for k in ("p50_ms", "p99_ms", "throughput_per_s")},
+        "others_with_hot": {k: w[k] for k in ("p50_ms", "p99_ms", "throughput_per_s")},
+        "hot_scope": {k: h[k] for k in ("p50_ms", "p99_ms", "throughput_per_s")},
+        "p50_ratio_with_over_alone": ratio(w["p50_ms"], a["p50_ms"]),
+        "p99_ratio_with_over_alone": ratio(w["p99_ms"], a["p99_ms"]),
+        "hot_p50_over_others_p50": ratio(h["p50_ms"], w["p50_ms"]),
+    }
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    head = f"{'phase':<10}{'conc':>5}  {'rpc':<25}{'ok/s':>9}{'p50 ms':>9}{'p95 ms':>9}"
+    head += f"{'p99 ms':>9}{'max ms':>9}  {'errors':<14}cpu% srv/pg/cli"
+    print("\n" + head + "\n" + "-" * len(head))
+    for phase in report["phases"]:
+        cpu = phase["cpu_percent"]
+        cpu_text = f"{cpu['server']}/{cpu['postgres']}/{cpu['client']}"
+        for name, s in phase["rpcs"].items():
+            errors = ",".join(f"{k}={v}" for k, v in s["errors"].items()) or "0"
+            print(
+                f"{phase['scenario']:<10}{phase['concurrency']:>5}  {name:<25}"
+                f"{s['throughput_per_s']:>9.1f}{fmt(s['p50_ms']):>9}{fmt(s['p95_ms']):>9}"
+                f"{fmt(s['p99_ms']):>9}{fmt(s['max_ms']):>9}  {errors:<14}{cpu_text}"
+            )
+        if phase["notes"]:
+            print(f"{'':<17}({', '.join(f'{k}={v}' for k, v in phase['notes'].items())})")
+    p = report["promises"]
+    if p:
+        n, verdict = p["concurrency"], {True: "PASS", False: "MISS"}
+        print(f"\nPromises at {n} in flight:")
+        print(
+            f"  (a) StartTurn/s ÷ Health/Check/s = {fmt(p['throughput_ratio'], '.3f')}"
+            f"  (target ≥ {TARGET_THROUGHPUT_RATIO})  {verdict[p['throughput_pass']]}"
+        )
+        print(
+            f"  (b) StartTurn p99 ÷ Health/Check p99 = {fmt(p['p99_ratio'], '.3f')}"
+            f"  (target ≤ {TARGET_P99_RATIO})  {verdict[p['p99_pass']]}"
+        )
+    iso = report["isolation"]
+    if iso:
+        a, w, h = iso["others_alone"], iso["others_with_hot"], iso["hot_scope"]
+        print(f"\nIsolation: {iso['other_scopes']} other scopes, {iso['hot_writers']} writers on")
+        print(f"  one hot scope ({iso['hot_layout']}); StartTurn only")
+        print(f"  others alone     p50 {fmt(a['p50_ms'])} ms  p99 {fmt(a['p99_ms'])} ms")
+        print(f"  others with hot  p50 {fmt(w['p50_ms'])} ms  p99 {fmt(w['p99_ms'])} ms")
+        print(
+            f"  ratio with/alone p50 {fmt(iso['p50_ratio_with_over_alone'])}x"
+            f"  p99 {fmt(iso['p99_ratio_with_over_alone'])}x"
+        )
+        print(
+            f"  hot scope        p50 {fmt(h['p50_ms'])} ms  p99 {fmt(h['p99_ms'])} ms"
+            f"  ({h['throughput_per_s']:.1f}/s, serialized on its actor)"
+        )
+    server = report["server"]
+    print(
+        f"\nServer exit code {server['exit_code']}; PostgreSQL left running: "
+        f"{server['postgres_left_running']}; log warnings/errors: {len(server['problems'])}"
+    )
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    args = parse_args()
+    levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    if args.drive:
+        import loadgen
+
+        fields = ("duration_s", "warmup_s", "channels", "seed_turns", "hot_writers")
+        opts = {k: getattr(args, k) for k in fields}
+        loadgen.run(DriveOptions(args.target, args.drive, levels[0], **opts))
+        return
+    # SIGTERM unwinds like Ctrl-C, so the server is always stopped and the temp dir removed.
+    signal.signal(signal.SIGTERM, _interrupt)
+    scenarios = set(args.scenarios.split(","))
+    plan = [(s, n) for s in ("floor", "turns") if s in scenarios for n in levels]
+    if "isolation" in scenarios:
+        plan += [("iso-alone", args.other_scopes), ("iso-hot", args.other_scopes)]
+    phases: list[dict[str, Any]] = []
+    server = BenchServer(args.server_arg)
+    started = time.time()
+    try:
+        with server:
+            print(f"server {server.address}, data dir {server.data_dir}", file=sys.stderr)
+            for scenario, n in plan:
+                print(f"phase {scenario} @ {n} ...", file=sys.stderr, flush=True)
+                phases.append(run_phase(server, args, scenario, n))
+    except KeyboardInterrupt:
+        print("interrupted; server stopped", file=sys.stderr)
+        raise SystemExit(130) from None
+    n = 64 if 64 in levels else max(levels)
+    report = {
+        "meta": {
+            "command": " ".join(sys.orig_argv),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+            "wall_s": round(time.time() - started, 1),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "grpcio": grpc.__version__,
+            "args": {k: str(v) for k, v in vars(args).items() if k not in ("drive", "target")},
+            "turn_pair": f"{PAIR}: StartTurn start to CompleteTurn end; its ok/s is turn pairs/s",
+        },
+        "phases": phases,
+        "promises": promises(phases, n),
+        "isolation": isolation(phases, args.other_scopes),
+        "server": {
+            "exit_code": server.exit_code,
+            "postgres_left_running": server.postgres_left_running,
+            "problems": server.problems,
+        },
+    }
+    print_report(report)
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {args.json_out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -23,6 +23,8 @@ from memory_server.main import MemoryServer
 from memory_server.settings import load_settings
 from memory_server.store.embedded import EmbeddedPostgres
 
+from fake_openai import FakeLLM, serve_fake_llm
+
 ServerFactory = Callable[..., Awaitable["RunningServer"]]
 
 
@@ -38,6 +40,12 @@ def scratch_dir() -> Iterator[Path]:
 async def database_url(scratch_dir: Path) -> AsyncIterator[str]:
     async with EmbeddedPostgres(scratch_dir / "shared-db") as embedded:
         yield embedded.dsn
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    with serve_fake_llm() as state:
+        yield state
 
 
 @dataclass

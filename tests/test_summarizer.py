@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
 
@@ -22,6 +17,8 @@ from memory_server.llm.summarizer import OpenAICompatibleSummarizer
 from memory_server.memory.ports import Summarizer, SummaryTurn
 from memory_server.memory.summary import ExtractiveSummarizer, marker_text
 from memory_server.tokens import TiktokenCounter
+
+from fake_openai import FakeLLM
 
 COUNTER = TiktokenCounter()
 MARKER_RE = re.compile(r"^\[… (\d+) earlier lines? condensed …\]$")
@@ -220,95 +217,6 @@ def test_domain_summarizer_imports_no_adapters() -> None:
 
 
 # -- LLM ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class FakeLLM:
-    """What the fake endpoint answers and what it was asked."""
-
-    mode: str = "ok"  # ok | status500 | garbage | empty | slow | drip
-    reply: str = "The user is porting a billing engine to Postgres."
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-    port: int = 0
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that gave up (the timeout test) is not an error here
-
-
-def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            body = json.loads(raw)
-            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-            if state.mode == "slow":
-                state.release.wait(10)
-            if state.mode == "drip":  # a byte at a time: no single read ever times out
-                self.send_response(200)
-                self.send_header("Content-Length", "1000")
-                self.end_headers()
-                while not state.release.wait(0.05):
-                    self.wfile.write(b" ")
-                    self.wfile.flush()
-            elif state.mode == "status500":
-                # An error body that echoes the prompt: it must never reach the log.
-                self._send(500, json.dumps({"error": {"message": raw.decode()}}).encode())
-            elif state.mode == "garbage":
-                self._send(200, b"<html>not json{{")
-            else:
-                content = "" if state.mode == "empty" else state.reply
-                completion = {
-                    "id": "chatcmpl-1",
-                    "object": "chat.completion",
-                    "created": 1700000000,
-                    "model": body["model"],
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                }
-                self._send(200, json.dumps(completion).encode())
-
-        def _send(self, status: int, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    return Handler
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    state = FakeLLM()
-    server = _QuietServer(("127.0.0.1", 0), _handler(state))
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        state.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 class RecordingFallback:

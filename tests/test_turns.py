@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 
@@ -9,6 +11,7 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_server.tokens import TiktokenCounter
 
 from conftest import RunningServer, ServerFactory, all_messages, assert_eventually, new_id
+from fake_openai import FakeLLM
 
 
 async def _turn(
@@ -214,3 +217,30 @@ async def test_get_context_of_unknown_conversation_is_empty(
     assert not response.conversation_exists
     assert response.context.recent_messages == []
     assert response.context.total_tokens > 0  # the header alone
+
+
+async def test_llm_summarizer_writes_the_summary_when_configured(
+    start_server: ServerFactory, scope: dict[str, str], fake_llm: FakeLLM
+):
+    fake_llm.reply = "The user investigates shell companies in the Finance graph."
+    memory = await start_server(
+        stm_context_tokens=512,
+        fact_extract_async=False,
+        llm_base_url=fake_llm.base_url,
+        llm_model="summarizer-test",
+        llm_api_key="sk-test",
+    )
+    conversation = new_id()
+    text = "which transfers link the shell companies to the flagged merchants " * 8
+    for i in range(6):
+        await _turn(memory, scope, conversation, f"q{i} {text}", f"a{i} {text}")
+    context = (
+        await memory.stub.GetContext(pb.GetContextRequest(**scope, conversation_id=conversation))
+    ).context
+    assert context.summary == fake_llm.reply
+    assert fake_llm.requests, "the configured endpoint was called"
+    request = fake_llm.requests[0]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["body"]["model"] == "summarizer-test"
+    assert request["headers"]["Authorization"] == "Bearer sk-test"
+    assert "q0" in json.dumps(request["body"]["messages"])

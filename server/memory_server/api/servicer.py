@@ -44,10 +44,13 @@ LIST_CONVERSATIONS_PAGE = (50, 500)  # (default, maximum)
 GET_CONVERSATION_PAGE = (100, 1000)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _timestamp(value: datetime) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
+    # Three times cheaper than Timestamp.FromDatetime, and a context carries dozens of them.
+    delta = value - _EPOCH
+    return Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
 
 
 def message_pb(m: StoredMessage) -> pb.Message:
@@ -245,7 +248,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 NewMessage(
                     role=role,
                     content=self._content(f"{field}.content", m.content),
-                    tokens=0,
+                    tokens=0,  # counted by the domain
+                    context_tokens=0,
                     message_id=message_id,
                     model=v.short_text(f"{field}.model", m.model, v.MAX_ID_CHARS),
                     parent_id=v.identifier(f"{field}.parent_id", m.parent_id, required=False),

@@ -91,21 +91,26 @@ class ConversationStore(Protocol):
         conversation_id: str,
         before_seq: int | None,
         cost_budget: int,
-        line_overhead: int,
         timeout_s: float | None,
-    ) -> ContextCandidates: ...
+    ) -> ContextCandidates:
+        """The current summary and, newest first, the unsummarized messages before
+        `before_seq` (all when None) whose running `context_tokens` fit `cost_budget` (at
+        least the newest one). Summary and messages come from one snapshot."""
+        ...
 
     async def unsummarized(
-        self, scope: Scope, conversation_id: str, timeout_s: float | None
-    ) -> tuple[Summary | None, list[StoredMessage]]: ...
+        self, scope: Scope, conversation_id: str, room_tokens: int, timeout_s: float | None
+    ) -> tuple[Summary | None, list[StoredMessage]]:
+        """The current summary and, oldest first, every message after its watermark — but no
+        messages when their `context_tokens` add up to at most `room_tokens` minus the
+        summary's `context_tokens` (nothing to fold). One snapshot."""
+        ...
 
     async def save_summary(
         self,
         scope: Scope,
         conversation_id: str,
-        content: str,
-        tokens: int,
-        through_seq: int,
+        summary: Summary,
         summarizer: str,
         timeout_s: float | None,
     ) -> bool:

@@ -1,9 +1,14 @@
 """Short-term memory: what fits in the planner's token budget, and when to fold.
 
-The context block is: a header saying this is memory (not graph evidence), the rolling
-summary, long-term facts, then the newest exact turns, oldest first. Its tiktoken count never
-exceeds the budget. Turns that do not fit and are not yet summarized are left out (and counted);
-compaction folds the oldest of them into the summary so the gap closes.
+The context block is a header saying this is memory (not graph evidence), the rolling summary,
+long-term facts, then the newest exact turns, oldest first. Its tiktoken count never exceeds the
+budget. Turns that do not fit and are not yet summarized are left out (and counted); compaction
+folds the oldest of them into the summary so the gap closes.
+
+The block is built from *units*, each ending in a newline and each followed by a unit that
+starts with a non-space character. cl100k's pre-tokenizer always starts a new piece after such a
+newline, so the block's token count is exactly the sum of its units' counts. Each message's unit
+count is stored with the message, so a context costs no tokenization at all.
 """
 
 from __future__ import annotations
@@ -14,33 +19,38 @@ from dataclasses import dataclass
 from memory_server.memory.model import (
     LongTermSection,
     MemoryContext,
+    Role,
     StoredMessage,
     Summary,
 )
 from memory_server.memory.ports import TokenCounter
 
-HEADER = (
+HEADER_UNIT = (
     "## Memory context (not graph evidence)\n"
     "What this service remembers of the user and this conversation. Use it to understand the "
-    "question; never cite it as evidence from the knowledge graph."
+    "question; never cite it as evidence from the knowledge graph.\n\n"
 )
-SUMMARY_HEADING = "### Summary of earlier conversation"
-FACTS_HEADING = "### Long-term memory about the user"
-RECENT_HEADING = "### Recent messages"
+SUMMARY_HEADING = "### Summary of earlier conversation\n"
+FACTS_HEADING = "### Long-term memory about the user\n"
+RECENT_HEADING_UNIT = "### Recent messages\n"
 
-# Tokens a message line adds beyond its content ("user: " + newline), with margin.
-LINE_OVERHEAD_TOKENS = 4
 # Compaction folds until the unsummarized turns use at most this share of what is left of the
 # budget after header and summary: the hysteresis keeps it from running on every turn.
 FOLD_TARGET_RATIO = 0.6
 
 
-def message_line(message: StoredMessage) -> str:
-    return f"{message.role.value}: {message.content}"
+def message_unit(role: Role, content: str) -> str:
+    return f"{role.value}: {content}\n"
 
 
-def message_cost(message: StoredMessage) -> int:
-    return message.tokens + LINE_OVERHEAD_TOKENS
+def summary_unit(content: str) -> str:
+    return f"{SUMMARY_HEADING}{content}\n\n"
+
+
+def facts_unit(long_term: LongTermSection) -> str:
+    if not long_term.facts:
+        return ""
+    return FACTS_HEADING + "".join(f"- {f.text}\n" for f in long_term.facts) + "\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,32 +58,42 @@ class StmBudget:
     budget_tokens: int
     summary_max_tokens: int
     header_tokens: int
+    recent_heading_tokens: int
+    summary_heading_tokens: int
 
     @classmethod
     def create(
         cls, counter: TokenCounter, budget_tokens: int, summary_max_tokens: int
     ) -> StmBudget:
-        return cls(budget_tokens, summary_max_tokens, counter.count(HEADER) + 4)
+        return cls(
+            budget_tokens,
+            summary_max_tokens,
+            counter.count(HEADER_UNIT),
+            counter.count(RECENT_HEADING_UNIT),
+            counter.count(summary_unit("")),
+        )
 
-    def for_messages(self, summary: Summary | None, facts_tokens: int = 0) -> int:
-        """Estimated tokens left for exact turns once header, summary and facts are placed."""
-        used = self.header_tokens + facts_tokens + 8
-        if summary is not None:
-            used += summary.tokens + 8
+    def for_messages(self, summary_tokens: int, facts_tokens: int = 0) -> int:
+        """Tokens left for message units once header, summary and facts are placed."""
+        used = self.header_tokens + self.recent_heading_tokens + summary_tokens + facts_tokens
         return max(0, self.budget_tokens - used)
+
+    def summary_bound(self) -> int:
+        """Tokens the summary unit may take at most (heading and spacing included)."""
+        return self.summary_max_tokens + self.summary_heading_tokens
 
 
 def render(
     summary: Summary | None, long_term: LongTermSection, recent: Sequence[StoredMessage]
 ) -> str:
-    parts = [HEADER]
+    parts = [HEADER_UNIT]
     if summary is not None and summary.content:
-        parts.append(f"{SUMMARY_HEADING}\n{summary.content}")
-    if long_term.facts:
-        parts.append(FACTS_HEADING + "\n" + "\n".join(f"- {f.text}" for f in long_term.facts))
+        parts.append(summary_unit(summary.content))
+    parts.append(facts_unit(long_term))
     if recent:
-        parts.append(RECENT_HEADING + "\n" + "\n".join(message_line(m) for m in recent))
-    return "\n\n".join(parts)
+        parts.append(RECENT_HEADING_UNIT)
+        parts.extend(message_unit(m.role, m.content) for m in recent)
+    return "".join(parts)
 
 
 def build_context(
@@ -85,41 +105,33 @@ def build_context(
     unsummarized_count: int,
     long_term: LongTermSection,
 ) -> MemoryContext:
-    """Newest turns that fit, oldest first; the rendered block is counted exactly and trimmed
-    from the oldest turn until it fits."""
-    facts_tokens = sum(counter.count(f.text) + 2 for f in long_term.facts)
-    room = budget.for_messages(summary, facts_tokens)
+    """Newest turns that fit, oldest first, counted exactly from their stored unit counts."""
+    facts = facts_unit(long_term)
+    facts_tokens = counter.count(facts) if facts else 0
+    if summary is not None and not summary.content:
+        summary = None
+    summary_tokens = summary.context_tokens if summary is not None else 0
+    if budget.header_tokens + summary_tokens + facts_tokens > budget.budget_tokens:
+        # Only reachable with a summary written under a larger budget: leave it out.
+        summary, summary_tokens = None, 0
+    room = budget.for_messages(summary_tokens, facts_tokens)
     chosen: list[StoredMessage] = []
     used = 0
     for message in newest_first:
-        cost = message_cost(message)
-        if used + cost > room:
+        if used + message.context_tokens > room:
             break
         chosen.append(message)
-        used += cost
+        used += message.context_tokens
     chosen.reverse()
-
-    rendered = render(summary, long_term, chosen)
-    total = counter.count(rendered)
-    while total > budget.budget_tokens and chosen:
-        used -= message_cost(chosen.pop(0))
-        rendered = render(summary, long_term, chosen)
-        total = counter.count(rendered)
-    if total > budget.budget_tokens and summary is not None:
-        # Only reachable with a summary written under a larger budget: shorten it.
-        room_for_summary = max(0, summary.tokens - (total - budget.budget_tokens) - 8)
-        content = counter.truncate(summary.content, room_for_summary)
-        summary = Summary(
-            content, counter.count(content), summary.through_seq, summary.through_message_id
-        )
-        rendered = render(summary, long_term, chosen)
-        total = counter.count(rendered)
+    total = budget.header_tokens + summary_tokens + facts_tokens
+    if chosen:
+        total += budget.recent_heading_tokens + used
     return MemoryContext(
         summary=summary,
         recent=chosen,
         recent_tokens=sum(m.tokens for m in chosen),
         long_term=long_term,
-        rendered=rendered,
+        rendered=render(summary, long_term, chosen),
         total_tokens=total,
         budget_tokens=budget.budget_tokens,
         omitted_messages=max(0, unsummarized_count - len(chosen)),
@@ -131,17 +143,16 @@ def plan_fold(
 ) -> list[StoredMessage]:
     """The oldest unsummarized messages to fold now (empty when everything fits).
 
-    The room is computed as if the summary were already at its maximum size, so that after the
-    fold the newest turns still fit beside the grown summary."""
-    total = sum(message_cost(m) for m in unsummarized)
-    if total <= budget.for_messages(summary):
+    The target room assumes the summary already at its maximum size, so that after the fold
+    the newest turns still fit beside the grown summary."""
+    total = sum(m.context_tokens for m in unsummarized)
+    if total <= budget.for_messages(summary.context_tokens if summary else 0):
         return []
-    grown = Summary("", budget.summary_max_tokens, 0, "")
-    target = int(budget.for_messages(grown) * FOLD_TARGET_RATIO)
+    target = int(budget.for_messages(budget.summary_bound()) * FOLD_TARGET_RATIO)
     fold: list[StoredMessage] = []
     for message in unsummarized:
         if total <= target:
             break
         fold.append(message)
-        total -= message_cost(message)
+        total -= message.context_tokens
     return fold

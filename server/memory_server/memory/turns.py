@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from memory_server.memory.identity import Scope
 from memory_server.memory.model import (
     AppendOutcome,
+    ContextCandidates,
     ConversationInfo,
     Feedback,
     LongTermSection,
@@ -33,10 +34,11 @@ from memory_server.memory.ports import (
     TokenCounter,
 )
 from memory_server.memory.stm import (
-    LINE_OVERHEAD_TOKENS,
     StmBudget,
     build_context,
+    message_unit,
     plan_fold,
+    summary_unit,
 )
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,15 @@ class ConversationMemory:
             return self._counter.count(text)
         return await asyncio.to_thread(self._counter.count, text)
 
+    async def _counted(self, message: NewMessage) -> NewMessage:
+        """The message with its token counts and an id (generated unless the client chose)."""
+        return replace(
+            message,
+            tokens=await self.count_tokens(message.content),
+            context_tokens=await self.count_tokens(message_unit(message.role, message.content)),
+            message_id=message.message_id or new_message_id(),
+        )
+
     # --- turns -----------------------------------------------------------------------------
 
     async def start_turn(
@@ -105,11 +116,8 @@ class ConversationMemory:
         conversation_name: str = "",
         timeout_s: float | None = None,
     ) -> StartedTurn:
-        message = NewMessage(
-            role=Role.USER,
-            content=content,
-            tokens=await self.count_tokens(content),
-            message_id=message_id or new_message_id(),
+        message = await self._counted(
+            NewMessage(Role.USER, content, tokens=0, context_tokens=0, message_id=message_id)
         )
 
         async def job() -> StartedTurn:
@@ -134,14 +142,17 @@ class ConversationMemory:
         message_id: str = "",
         timeout_s: float | None = None,
     ) -> CompletedTurn:
-        message = NewMessage(
-            role=Role.ASSISTANT,
-            content=content,
-            tokens=await self.count_tokens(content),
-            message_id=message_id or new_message_id(),
-            model=reply.model,
-            parent_id=reply.parent_id,
-            response_time_seconds=reply.response_time_seconds,
+        message = await self._counted(
+            NewMessage(
+                Role.ASSISTANT,
+                content,
+                tokens=0,
+                context_tokens=0,
+                message_id=message_id,
+                model=reply.model,
+                parent_id=reply.parent_id,
+                response_time_seconds=reply.response_time_seconds,
+            )
         )
 
         async def job() -> StoredMessage:
@@ -162,14 +173,7 @@ class ConversationMemory:
         conversation_name: str = "",
         timeout_s: float | None = None,
     ) -> AppendOutcome:
-        counted = [
-            replace(
-                m,
-                tokens=await self.count_tokens(m.content),
-                message_id=m.message_id or new_message_id(),
-            )
-            for m in messages
-        ]
+        counted = [await self._counted(m) for m in messages]
 
         async def job() -> AppendOutcome:
             return await self._store.append_messages(
@@ -196,7 +200,9 @@ class ConversationMemory:
     ) -> int:
         """Fold the oldest turns into the rolling summary until the rest fits. Runs on the
         scope's actor. Message rows stay; only the watermark moves. Returns messages folded."""
-        summary, unsummarized = await self._store.unsummarized(scope, conversation_id, timeout_s)
+        summary, unsummarized = await self._store.unsummarized(
+            scope, conversation_id, self._budget.for_messages(0), timeout_s
+        )
         fold = plan_fold(budget=self._budget, summary=summary, unsummarized=unsummarized)
         if not fold:
             return 0
@@ -209,8 +215,15 @@ class ConversationMemory:
         if tokens > self._budget.summary_max_tokens:
             text = self._counter.truncate(text, self._budget.summary_max_tokens)
             tokens = self._counter.count(text)
+        new_summary = Summary(
+            content=text,
+            tokens=tokens,
+            context_tokens=await self.count_tokens(summary_unit(text)),
+            through_seq=fold[-1].seq,
+            through_message_id=fold[-1].message_id,
+        )
         await self._store.save_summary(
-            scope, conversation_id, text, tokens, fold[-1].seq, self._summarizer.name, timeout_s
+            scope, conversation_id, new_summary, self._summarizer.name, timeout_s
         )
         log.debug("compacted %d messages", len(fold))
         return len(fold)
@@ -221,41 +234,25 @@ class ConversationMemory:
         self, scope: Scope, conversation_id: str, timeout_s: float | None = None
     ) -> tuple[MemoryContext, bool]:
         candidates = await self._store.context_candidates(
-            scope,
-            conversation_id,
-            None,
-            self._budget.budget_tokens,
-            LINE_OVERHEAD_TOKENS,
-            timeout_s,
+            scope, conversation_id, None, self._budget.budget_tokens, timeout_s
         )
-        return self._assemble(
-            candidates.summary, candidates.newest_first, candidates.unsummarized_count
-        ), candidates.conversation_exists
+        return self._assemble(candidates), candidates.conversation_exists
 
     async def _context(
         self, scope: Scope, conversation_id: str, before_seq: int, timeout_s: float | None
     ) -> MemoryContext:
         candidates = await self._store.context_candidates(
-            scope,
-            conversation_id,
-            before_seq,
-            self._budget.budget_tokens,
-            LINE_OVERHEAD_TOKENS,
-            timeout_s,
+            scope, conversation_id, before_seq, self._budget.budget_tokens, timeout_s
         )
-        return self._assemble(
-            candidates.summary, candidates.newest_first, candidates.unsummarized_count
-        )
+        return self._assemble(candidates)
 
-    def _assemble(
-        self, summary: Summary | None, newest_first: list[StoredMessage], unsummarized_count: int
-    ) -> MemoryContext:
+    def _assemble(self, candidates: ContextCandidates) -> MemoryContext:
         return build_context(
             counter=self._counter,
             budget=self._budget,
-            summary=summary,
-            newest_first=newest_first,
-            unsummarized_count=unsummarized_count,
+            summary=candidates.summary,
+            newest_first=candidates.newest_first,
+            unsummarized_count=candidates.unsummarized_count,
             long_term=LongTermSection(),
         )
 

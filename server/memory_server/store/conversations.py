@@ -27,71 +27,90 @@ from memory_server.memory.model import (
     Summary,
 )
 
-_UPSERT_SCOPE = """
-WITH inserted AS (
-    INSERT INTO scopes (username, graphname, scope_hash) VALUES ($1, $2, $3)
-    ON CONFLICT DO NOTHING RETURNING id
-)
-SELECT id FROM inserted
-UNION ALL
-SELECT id FROM scopes WHERE username = $1 AND graphname = $2
-LIMIT 1
-"""
-
-_UPSERT_CONVERSATION = """
-WITH inserted AS (
-    INSERT INTO conversations (scope_id, conversation_id, name) VALUES ($1, $2, $3)
-    ON CONFLICT DO NOTHING RETURNING id
-)
-SELECT id, true AS created FROM inserted
-UNION ALL
-SELECT id, false FROM conversations WHERE scope_id = $1 AND conversation_id = $2
-LIMIT 1
+_APPEND = """
+SELECT out_seq, out_created_at, out_inserted, out_conversation_created
+FROM memory_append_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                           $16, $17)
 """
 
 _FIND_CONVERSATION = """
-SELECT c.id, c.scope_id FROM conversations c JOIN scopes s ON s.id = c.scope_id
+SELECT c.id FROM conversations c JOIN scopes s ON s.id = c.scope_id
 WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
 """
 
-_INSERT_MESSAGE = """
-INSERT INTO messages (scope_id, conversation_pk, message_id, role, content, tokens, model,
-                      parent_id, response_time_seconds, feedback, comment, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, COALESCE($12, now()))
-ON CONFLICT (scope_id, message_id) DO NOTHING
-RETURNING seq, created_at
-"""
+# memory_append_message's own SQLSTATEs (migrations/0001_conversations.sql).
+_NO_CONVERSATION, _NO_PARENT, _ID_TAKEN = "GMNF1", "GMNF2", "GMAE1"
 
 _MESSAGE_COLUMNS = """m.seq, m.message_id, c.conversation_id, m.role, m.content, m.tokens,
-    m.created_at, m.model, m.parent_id, m.response_time_seconds, m.feedback, m.comment"""
+    m.context_tokens, m.created_at, m.model, m.parent_id, m.response_time_seconds, m.feedback,
+    m.comment"""
 
-_LATEST_SUMMARY = """
-SELECT cs.content, cs.tokens, cs.through_seq, m.message_id AS through_message_id
-FROM conversation_summaries cs JOIN messages m ON m.seq = cs.through_seq
-WHERE cs.conversation_pk = $1
-ORDER BY cs.through_seq DESC LIMIT 1
-"""
-
-# Newest unsummarized messages first, with the running cost; rows past the budget are cut in
-# the database. The first row always comes back so the total count is known.
-_CONTEXT_CANDIDATES = f"""
-SELECT * FROM (
-    SELECT {_MESSAGE_COLUMNS},
-           sum(m.tokens + $4) OVER (ORDER BY m.seq DESC) AS running_cost,
+# One statement, so one snapshot: the conversation, its current summary, and the newest
+# unsummarized messages first with their running cost; rows past the budget are cut in the
+# database, but the newest always comes back so the total count is known. At least one row.
+_CONTEXT_CANDIDATES = """
+WITH conversation AS (
+    SELECT c.id, c.conversation_id FROM conversations c JOIN scopes s ON s.id = c.scope_id
+    WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
+),
+summary AS (
+    SELECT cs.content, cs.tokens, cs.context_tokens, cs.through_seq,
+           m.message_id AS through_message_id
+    FROM conversation_summaries cs JOIN messages m ON m.seq = cs.through_seq
+    WHERE cs.conversation_pk = (SELECT id FROM conversation)
+    ORDER BY cs.through_seq DESC LIMIT 1
+),
+unsummarized AS (
+    SELECT m.seq, m.message_id, m.role, m.content, m.tokens, m.context_tokens, m.created_at,
+           m.model, m.parent_id, m.response_time_seconds, m.feedback, m.comment,
+           sum(m.context_tokens) OVER (ORDER BY m.seq DESC) AS running_cost,
            count(*) OVER () AS unsummarized,
            row_number() OVER (ORDER BY m.seq DESC) AS position
-    FROM messages m JOIN conversations c ON c.id = m.conversation_pk
-    WHERE m.conversation_pk = $1 AND m.seq > $2 AND m.seq < $3
-) t
-WHERE running_cost <= $5 OR position = 1
-ORDER BY seq DESC
+    FROM messages m
+    WHERE m.conversation_pk = (SELECT id FROM conversation)
+      AND m.seq > COALESCE((SELECT through_seq FROM summary), 0) AND m.seq < $4
+)
+SELECT (SELECT id FROM conversation) AS conversation_pk,
+       summary.content AS summary_content, summary.tokens AS summary_tokens,
+       summary.context_tokens AS summary_context_tokens, summary.through_seq,
+       summary.through_message_id, (SELECT conversation_id FROM conversation),
+       u.*
+FROM (SELECT 1) AS one
+LEFT JOIN summary ON true
+LEFT JOIN unsummarized u ON u.running_cost <= $5 OR u.position = 1
+ORDER BY u.seq DESC
 """
 
-_UNSUMMARIZED = f"""
-SELECT {_MESSAGE_COLUMNS}
-FROM messages m JOIN conversations c ON c.id = m.conversation_pk
-WHERE m.conversation_pk = $1 AND m.seq > $2
-ORDER BY m.seq
+# Like _CONTEXT_CANDIDATES, but oldest first and all of them, and only when their cost is over
+# the room left beside the summary: the common "nothing to fold" answer carries no text.
+_UNSUMMARIZED = """
+WITH conversation AS (
+    SELECT c.id, c.conversation_id FROM conversations c JOIN scopes s ON s.id = c.scope_id
+    WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
+),
+summary AS (
+    SELECT cs.content, cs.tokens, cs.context_tokens, cs.through_seq,
+           m.message_id AS through_message_id
+    FROM conversation_summaries cs JOIN messages m ON m.seq = cs.through_seq
+    WHERE cs.conversation_pk = (SELECT id FROM conversation)
+    ORDER BY cs.through_seq DESC LIMIT 1
+),
+pending AS (
+    SELECT m.seq, m.message_id, m.role, m.content, m.tokens, m.context_tokens, m.created_at,
+           m.model, m.parent_id, m.response_time_seconds, m.feedback, m.comment,
+           sum(m.context_tokens) OVER () AS cost
+    FROM messages m
+    WHERE m.conversation_pk = (SELECT id FROM conversation)
+      AND m.seq > COALESCE((SELECT through_seq FROM summary), 0)
+)
+SELECT summary.content AS summary_content, summary.tokens AS summary_tokens,
+       summary.context_tokens AS summary_context_tokens, summary.through_seq,
+       summary.through_message_id, (SELECT conversation_id FROM conversation),
+       p.*
+FROM (SELECT 1) AS one
+LEFT JOIN summary ON true
+LEFT JOIN pending p ON p.cost > $4 - COALESCE(summary.context_tokens, 0)
+ORDER BY p.seq
 """
 
 _CONVERSATION_INFO = """
@@ -101,6 +120,9 @@ FROM conversations c JOIN scopes s ON s.id = c.scope_id
 """
 
 _MAX_SEQ = 2**63 - 1
+# Dictionary lookups: Enum(value) is measurably slow on the context's dozens of rows.
+_ROLES = {role.value: role for role in Role}
+_FEEDBACK = {feedback.value: feedback for feedback in Feedback}
 
 
 def _message(row: asyncpg.Record) -> StoredMessage:
@@ -108,14 +130,15 @@ def _message(row: asyncpg.Record) -> StoredMessage:
         seq=row["seq"],
         message_id=row["message_id"],
         conversation_id=row["conversation_id"],
-        role=Role(row["role"]),
+        role=_ROLES[row["role"]],
         content=row["content"],
         tokens=row["tokens"],
+        context_tokens=row["context_tokens"],
         created_at=row["created_at"],
         model=row["model"],
         parent_id=row["parent_id"],
         response_time_seconds=row["response_time_seconds"],
-        feedback=Feedback(row["feedback"]),
+        feedback=_FEEDBACK[row["feedback"]],
         comment=row["comment"],
     )
 
@@ -130,10 +153,17 @@ def _conversation(row: asyncpg.Record) -> ConversationInfo:
     )
 
 
-def _summary(row: asyncpg.Record | None) -> Summary | None:
-    if row is None:
+def _summary(row: asyncpg.Record) -> Summary | None:
+    """The summary columns of a _CONTEXT_CANDIDATES or _UNSUMMARIZED row."""
+    if row["through_seq"] is None:
         return None
-    return Summary(row["content"], row["tokens"], row["through_seq"], row["through_message_id"])
+    return Summary(
+        content=row["summary_content"],
+        tokens=row["summary_tokens"],
+        context_tokens=row["summary_context_tokens"],
+        through_seq=row["through_seq"],
+        through_message_id=row["through_message_id"],
+    )
 
 
 def _encode_cursor(*parts: str) -> str:
@@ -165,46 +195,44 @@ class PostgresConversationStore:
         *,
         create: bool = True,
     ) -> AppendOutcome:
-        async with self._pool.acquire(timeout=timeout_s) as conn, conn.transaction():
-            if create:
-                scope_id = await conn.fetchval(
-                    _UPSERT_SCOPE,
+        async with self._pool.acquire(timeout=timeout_s) as conn:
+            if len(messages) == 1:  # a turn: one statement is its own transaction
+                return await self._append(
+                    conn, scope, conversation_id, messages, conversation_name, create, timeout_s
+                )
+            async with conn.transaction():
+                return await self._append(
+                    conn, scope, conversation_id, messages, conversation_name, create, timeout_s
+                )
+
+    @staticmethod
+    async def _append(
+        conn: asyncpg.Connection,
+        scope: Scope,
+        conversation_id: str,
+        messages: Sequence[NewMessage],
+        conversation_name: str,
+        create: bool,
+        timeout_s: float | None,
+    ) -> AppendOutcome:
+        stored: list[StoredMessage] = []
+        inserted = 0
+        created = False
+        for message in messages:
+            try:
+                row = await conn.fetchrow(
+                    _APPEND,
                     scope.username,
                     scope.graphname,
                     scope.scope_hash,
-                    timeout=timeout_s,
-                )
-                row = await conn.fetchrow(
-                    _UPSERT_CONVERSATION,
-                    scope_id,
                     conversation_id,
+                    create,
                     conversation_name,
-                    timeout=timeout_s,
-                )
-                conversation_pk, created = row["id"], row["created"]
-            else:
-                row = await conn.fetchrow(
-                    _FIND_CONVERSATION,
-                    scope.username,
-                    scope.graphname,
-                    conversation_id,
-                    timeout=timeout_s,
-                )
-                if row is None:
-                    raise NotFound(f"conversation_id: no conversation {conversation_id!r}")
-                conversation_pk, scope_id, created = row["id"], row["scope_id"], False
-            await self._check_parents(conn, conversation_pk, messages, timeout_s)
-            stored: list[StoredMessage] = []
-            inserted = 0
-            for message in messages:
-                row = await conn.fetchrow(
-                    _INSERT_MESSAGE,
-                    scope_id,
-                    conversation_pk,
                     message.message_id,
                     message.role.value,
                     message.content,
                     message.tokens,
+                    message.context_tokens,
                     message.model,
                     message.parent_id,
                     message.response_time_seconds,
@@ -213,84 +241,29 @@ class PostgresConversationStore:
                     message.created_at,
                     timeout=timeout_s,
                 )
-                if row is None:
-                    stored.append(
-                        await self._existing(conn, scope_id, conversation_pk, message, timeout_s)
-                    )
-                    continue
-                inserted += 1
-                stored.append(
-                    StoredMessage(
-                        seq=row["seq"],
-                        message_id=message.message_id,
-                        conversation_id=conversation_id,
-                        role=message.role,
-                        content=message.content,
-                        tokens=message.tokens,
-                        created_at=row["created_at"],
-                        model=message.model,
-                        parent_id=message.parent_id,
-                        response_time_seconds=message.response_time_seconds,
-                        feedback=message.feedback,
-                        comment=message.comment,
-                    )
+            except asyncpg.PostgresError as exc:
+                raise _append_error(exc, conversation_id, message) from exc
+            assert row is not None
+            created = created or row["out_conversation_created"]
+            inserted += row["out_inserted"]
+            stored.append(
+                StoredMessage(
+                    seq=row["out_seq"],
+                    message_id=message.message_id,
+                    conversation_id=conversation_id,
+                    role=message.role,
+                    content=message.content,
+                    tokens=message.tokens,
+                    context_tokens=message.context_tokens,
+                    created_at=row["out_created_at"],
+                    model=message.model,
+                    parent_id=message.parent_id,
+                    response_time_seconds=message.response_time_seconds,
+                    feedback=message.feedback,
+                    comment=message.comment,
                 )
-            if inserted:
-                await conn.execute(
-                    "UPDATE conversations SET updated_at = now() WHERE id = $1",
-                    conversation_pk,
-                    timeout=timeout_s,
-                )
-        return AppendOutcome(created, stored, inserted)
-
-    @staticmethod
-    async def _check_parents(
-        conn: asyncpg.Connection,
-        conversation_pk: int,
-        messages: Sequence[NewMessage],
-        timeout_s: float | None,
-    ) -> None:
-        in_batch = {m.message_id for m in messages}
-        wanted = sorted({m.parent_id for m in messages if m.parent_id} - in_batch)
-        if not wanted:
-            return
-        rows = await conn.fetch(
-            "SELECT message_id FROM messages WHERE conversation_pk = $1 "
-            "AND message_id = ANY($2::text[])",
-            conversation_pk,
-            wanted,
-            timeout=timeout_s,
-        )
-        missing = set(wanted) - {r["message_id"] for r in rows}
-        if missing:
-            raise NotFound(f"parent_id: no message {sorted(missing)[0]!r} in this conversation")
-
-    @staticmethod
-    async def _existing(
-        conn: asyncpg.Connection,
-        scope_id: int,
-        conversation_pk: int,
-        message: NewMessage,
-        timeout_s: float | None,
-    ) -> StoredMessage:
-        row = await conn.fetchrow(
-            f"SELECT {_MESSAGE_COLUMNS}, m.conversation_pk FROM messages m "
-            "JOIN conversations c ON c.id = m.conversation_pk "
-            "WHERE m.scope_id = $1 AND m.message_id = $2",
-            scope_id,
-            message.message_id,
-            timeout=timeout_s,
-        )
-        if (
-            row is None
-            or row["conversation_pk"] != conversation_pk
-            or row["role"] != message.role.value
-            or row["content"] != message.content
-        ):
-            raise AlreadyExists(
-                f"message_id: {message.message_id!r} is already used by a different message"
             )
-        return _message(row)
+        return AppendOutcome(created, stored, inserted)
 
     async def _conversation_pk(
         self,
@@ -314,55 +287,49 @@ class PostgresConversationStore:
         conversation_id: str,
         before_seq: int | None,
         cost_budget: int,
-        line_overhead: int,
         timeout_s: float | None,
     ) -> ContextCandidates:
-        async with self._pool.acquire(timeout=timeout_s) as conn:
-            conversation_pk = await self._conversation_pk(conn, scope, conversation_id, timeout_s)
-            if conversation_pk is None:
-                return ContextCandidates(False, None, [], 0)
-            # Summary first, then the messages after its watermark: a compaction landing in
-            # between only makes the summary slightly older, never loses a message.
-            summary = _summary(
-                await conn.fetchrow(_LATEST_SUMMARY, conversation_pk, timeout=timeout_s)
-            )
-            rows = await conn.fetch(
-                _CONTEXT_CANDIDATES,
-                conversation_pk,
-                summary.through_seq if summary else 0,
-                before_seq if before_seq is not None else _MAX_SEQ,
-                line_overhead,
-                cost_budget,
-                timeout=timeout_s,
-            )
-        total = int(rows[0]["unsummarized"]) if rows else 0
-        return ContextCandidates(True, summary, [_message(r) for r in rows], total)
+        rows = await self._pool.fetch(
+            _CONTEXT_CANDIDATES,
+            scope.username,
+            scope.graphname,
+            conversation_id,
+            before_seq if before_seq is not None else _MAX_SEQ,
+            cost_budget,
+            timeout=timeout_s,
+        )
+        first = rows[0]
+        if first["conversation_pk"] is None:
+            return ContextCandidates(False, None, [], 0)
+        summary = _summary(first)
+        if first["seq"] is None:
+            return ContextCandidates(True, summary, [], 0)
+        return ContextCandidates(
+            True, summary, [_message(r) for r in rows], int(first["unsummarized"])
+        )
 
     async def unsummarized(
-        self, scope: Scope, conversation_id: str, timeout_s: float | None
+        self, scope: Scope, conversation_id: str, room_tokens: int, timeout_s: float | None
     ) -> tuple[Summary | None, list[StoredMessage]]:
-        async with self._pool.acquire(timeout=timeout_s) as conn:
-            conversation_pk = await self._conversation_pk(conn, scope, conversation_id, timeout_s)
-            if conversation_pk is None:
-                return None, []  # deleted meanwhile: nothing to fold
-            summary = _summary(
-                await conn.fetchrow(_LATEST_SUMMARY, conversation_pk, timeout=timeout_s)
-            )
-            rows = await conn.fetch(
-                _UNSUMMARIZED,
-                conversation_pk,
-                summary.through_seq if summary else 0,
-                timeout=timeout_s,
-            )
+        rows = await self._pool.fetch(
+            _UNSUMMARIZED,
+            scope.username,
+            scope.graphname,
+            conversation_id,
+            room_tokens,
+            timeout=timeout_s,
+        )
+        first = rows[0]
+        summary = _summary(first)
+        if first["seq"] is None:
+            return summary, []
         return summary, [_message(r) for r in rows]
 
     async def save_summary(
         self,
         scope: Scope,
         conversation_id: str,
-        content: str,
-        tokens: int,
-        through_seq: int,
+        summary: Summary,
         summarizer: str,
         timeout_s: float | None,
     ) -> bool:
@@ -373,16 +340,17 @@ class PostgresConversationStore:
             status = await conn.execute(
                 """
                 INSERT INTO conversation_summaries
-                    (conversation_pk, content, tokens, through_seq, summarizer)
-                SELECT $1, $2, $3, $4, $5
-                WHERE $4 > COALESCE((SELECT max(through_seq) FROM conversation_summaries
+                    (conversation_pk, content, tokens, context_tokens, through_seq, summarizer)
+                SELECT $1, $2, $3, $4, $5, $6
+                WHERE $5 > COALESCE((SELECT max(through_seq) FROM conversation_summaries
                                      WHERE conversation_pk = $1), 0)
                 ON CONFLICT DO NOTHING
                 """,
                 conversation_pk,
-                content,
-                tokens,
-                through_seq,
+                summary.content,
+                summary.tokens,
+                summary.context_tokens,
+                summary.through_seq,
                 summarizer,
                 timeout=timeout_s,
             )
@@ -543,3 +511,16 @@ class PostgresConversationStore:
         if row is None or row["conversations"] == 0:
             raise NotFound(f"conversation_id: no conversation {conversation_id!r}")
         return int(row["messages"])
+
+
+def _append_error(exc: Exception, conversation_id: str, message: NewMessage) -> Exception:
+    state = getattr(exc, "sqlstate", "")
+    if state == _NO_CONVERSATION:
+        return NotFound(f"conversation_id: no conversation {conversation_id!r}")
+    if state == _NO_PARENT:
+        return NotFound(f"parent_id: no message {message.parent_id!r} in this conversation")
+    if state == _ID_TAKEN:
+        return AlreadyExists(
+            f"message_id: {message.message_id!r} is already used by a different message"
+        )
+    return exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import grpc
@@ -244,3 +245,41 @@ async def test_llm_summarizer_writes_the_summary_when_configured(
     assert request["body"]["model"] == "summarizer-test"
     assert request["headers"]["Authorization"] == "Bearer sk-test"
     assert "q0" in json.dumps(request["body"]["messages"])
+
+
+async def test_a_slow_summarizer_does_not_hold_up_the_users_next_turn(
+    start_server: ServerFactory, scope: dict[str, str], fake_llm: FakeLLM
+):
+    fake_llm.mode = "slow"  # the endpoint answers only when released (or after 10 s)
+    memory = await start_server(
+        stm_context_tokens=512, llm_base_url=fake_llm.base_url, llm_model="slow-model"
+    )
+    conversation = new_id()
+    text = "which transfers link the shell companies to the flagged merchants " * 8
+    for i in range(6):
+        await _turn(memory, scope, conversation, f"q{i} {text}", f"a{i} {text}")
+
+    async def summarizing() -> bool:
+        return bool(fake_llm.requests)
+
+    await assert_eventually(summarizing, what="a compaction waiting on the LLM")
+    # Writes of the same user and graph go through the same actor; the compaction is not on it.
+    started = await asyncio.wait_for(
+        memory.stub.StartTurn(
+            pb.StartTurnRequest(**scope, conversation_id=conversation, content="still there?")
+        ),
+        timeout=5,
+    )
+    assert started.context.total_tokens <= 512
+    fake_llm.mode = "ok"
+    fake_llm.release.set()
+
+    async def summarized() -> bool:
+        context = (
+            await memory.stub.GetContext(
+                pb.GetContextRequest(**scope, conversation_id=conversation)
+            )
+        ).context
+        return context.summary == fake_llm.reply
+
+    await assert_eventually(summarized, what="the LLM summary stored after release")

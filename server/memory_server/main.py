@@ -139,7 +139,7 @@ class MemoryServer:
         await registry.start()
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
         self._registry = registry
-        return ConversationMemory(
+        memory = ConversationMemory(
             store=PostgresConversationStore(pool),
             executor=registry,
             counter=counter,
@@ -148,6 +148,9 @@ class MemoryServer:
             summary_max_tokens=settings.summary_max_tokens,
             compact_inline=not settings.fact_extract_async,
         )
+        # Closed before the registry and the pool (exit stack order): compactions use both.
+        self._stack.push_async_callback(memory.close, settings.shutdown_grace_seconds)
+        return memory
 
     async def close(self) -> None:
         server, self._server = self._server, None

@@ -26,8 +26,7 @@ T = TypeVar("T")
 @dataclass(slots=True)
 class _Envelope:
     job: Callable[[], Awaitable[Any]]
-    future: asyncio.Future[Any] | None  # None: background job, errors are logged
-    what: str = "write"
+    future: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
@@ -50,7 +49,6 @@ class ActorRegistry:
         self._retiring: set[asyncio.Task[None]] = set()  # evicted actors' tasks, until done
         self._accepting = False
         self._closed = False
-        self.jobs_failed = 0  # background jobs that raised, for health and metrics
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -103,9 +101,6 @@ class ActorRegistry:
             )
         return await future
 
-    def post(self, scope: Scope, job: Callable[[], Awaitable[object]], what: str) -> bool:
-        return self._offer(scope, _Envelope(job, None, what))
-
     # --- observability ---------------------------------------------------------------------
 
     @property
@@ -149,22 +144,19 @@ class ActorRegistry:
 
     async def _execute(self, envelope: _Envelope) -> None:
         future = envelope.future
-        if future is not None and future.done():
+        if future.done():
             return  # the caller gave up (deadline, cancellation) before the job started
         try:
             result = await envelope.job()
         except asyncio.CancelledError:
-            if future is not None and not future.done():
+            if not future.done():
                 future.set_exception(Unavailable("the server is shutting down"))
             raise
         except Exception as exc:
-            if future is None:
-                self.jobs_failed += 1
-                log.exception("background %s failed", envelope.what)
-            elif not future.done():
+            if not future.done():
                 future.set_exception(exc)
         else:
-            if future is not None and not future.done():
+            if not future.done():
                 future.set_result(result)
 
     async def _sweep(self) -> None:
@@ -194,5 +186,5 @@ class ActorRegistry:
         while not actor.mailbox.empty():
             envelope = actor.mailbox.get_nowait()
             actor.mailbox.task_done()
-            if envelope.future is not None and not envelope.future.done():
+            if not envelope.future.done():
                 envelope.future.set_exception(exc)

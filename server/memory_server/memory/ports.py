@@ -59,10 +59,6 @@ class ScopeExecutor(Protocol):
         """Run `job` in the scope's order; raises Overloaded when the mailbox is full."""
         ...
 
-    def post(self, scope: Scope, job: Callable[[], Awaitable[object]], what: str) -> bool:
-        """Queue a background job behind the scope's accepted writes; False when full."""
-        ...
-
 
 class ConversationStore(Protocol):
     """Conversations, messages and summaries. Every method is confined to one scope."""

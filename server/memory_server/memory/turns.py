@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from memory_server.memory.compaction import Compactor
 from memory_server.memory.identity import Scope
 from memory_server.memory.model import (
     AppendOutcome,
@@ -24,21 +25,17 @@ from memory_server.memory.model import (
     Page,
     Role,
     StoredMessage,
-    Summary,
 )
 from memory_server.memory.ports import (
     ConversationStore,
     ScopeExecutor,
     Summarizer,
-    SummaryTurn,
     TokenCounter,
 )
 from memory_server.memory.stm import (
     StmBudget,
     build_context,
     message_unit,
-    plan_fold,
-    summary_unit,
 )
 
 log = logging.getLogger(__name__)
@@ -89,6 +86,13 @@ class ConversationMemory:
         self._summarizer = summarizer
         self._budget = StmBudget.create(counter, budget_tokens, summary_max_tokens)
         self._compact_inline = compact_inline
+        self.compactor = Compactor(
+            store=store, counter=counter, summarizer=summarizer, budget=self._budget
+        )
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Finish background compactions. Idempotent."""
+        await self.compactor.close(timeout_s)
 
     async def count_tokens(self, text: str) -> int:
         if len(text) <= _INLINE_TOKENIZE_CHARS:
@@ -186,47 +190,12 @@ class ConversationMemory:
         return outcome
 
     async def _after_write(self, scope: Scope, conversation_id: str) -> bool:
-        """Compaction after a write: inline, or queued on the scope's actor behind the write
-        (so the scope's order holds). True when it ran inline."""
+        """Compaction after a write: before returning (True), or in the background."""
         if self._compact_inline:
-            await self._executor.run(scope, lambda: self.compact(scope, conversation_id))
+            await self.compactor.compact(scope, conversation_id)
             return True
-        # A full mailbox skips this round: compaction catches up on the next write.
-        self._executor.post(scope, lambda: self.compact(scope, conversation_id), "compaction")
+        self.compactor.schedule(scope, conversation_id)
         return False
-
-    async def compact(
-        self, scope: Scope, conversation_id: str, timeout_s: float | None = None
-    ) -> int:
-        """Fold the oldest turns into the rolling summary until the rest fits. Runs on the
-        scope's actor. Message rows stay; only the watermark moves. Returns messages folded."""
-        summary, unsummarized = await self._store.unsummarized(
-            scope, conversation_id, self._budget.for_messages(0), timeout_s
-        )
-        fold = plan_fold(budget=self._budget, summary=summary, unsummarized=unsummarized)
-        if not fold:
-            return 0
-        text = await self._summarizer.summarize(
-            summary.content if summary else "",
-            [SummaryTurn(m.role.value, m.content) for m in fold],
-            self._budget.summary_max_tokens,
-        )
-        tokens = await self.count_tokens(text)
-        if tokens > self._budget.summary_max_tokens:
-            text = self._counter.truncate(text, self._budget.summary_max_tokens)
-            tokens = self._counter.count(text)
-        new_summary = Summary(
-            content=text,
-            tokens=tokens,
-            context_tokens=await self.count_tokens(summary_unit(text)),
-            through_seq=fold[-1].seq,
-            through_message_id=fold[-1].message_id,
-        )
-        await self._store.save_summary(
-            scope, conversation_id, new_summary, self._summarizer.name, timeout_s
-        )
-        log.debug("compacted %d messages", len(fold))
-        return len(fold)
 
     # --- reads -----------------------------------------------------------------------------
 

@@ -45,11 +45,9 @@ _MESSAGE_COLUMNS = """m.seq, m.message_id, c.conversation_id, m.role, m.content,
     m.context_tokens, m.created_at, m.model, m.parent_id, m.response_time_seconds, m.feedback,
     m.comment"""
 
-# One statement, so one snapshot: the conversation, its current summary, and the newest
-# unsummarized messages first with their running cost; rows past the budget are cut in the
-# database, but the newest always comes back so the total count is known. At least one row.
-_CONTEXT_CANDIDATES = """
-WITH conversation AS (
+# The caller's conversation ($1 username, $2 graphname, $3 conversation_id) and its current
+# summary, as the head of the two statements below; _summary() reads the columns back.
+_CONVERSATION_AND_SUMMARY = """WITH conversation AS (
     SELECT c.id, c.conversation_id FROM conversations c JOIN scopes s ON s.id = c.scope_id
     WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
 ),
@@ -59,7 +57,16 @@ summary AS (
     FROM conversation_summaries cs JOIN messages m ON m.seq = cs.through_seq
     WHERE cs.conversation_pk = (SELECT id FROM conversation)
     ORDER BY cs.through_seq DESC LIMIT 1
-),
+),"""
+_SUMMARY_COLUMNS = """summary.content AS summary_content, summary.tokens AS summary_tokens,
+       summary.context_tokens AS summary_context_tokens, summary.through_seq,
+       summary.through_message_id, (SELECT conversation_id FROM conversation)"""
+
+# One statement, so one snapshot: the conversation, its current summary, and the newest
+# unsummarized messages first with their running cost; rows past the budget are cut in the
+# database, but the newest always comes back so the total count is known. At least one row.
+_CONTEXT_CANDIDATES = f"""
+{_CONVERSATION_AND_SUMMARY}
 unsummarized AS (
     SELECT m.seq, m.message_id, m.role, m.content, m.tokens, m.context_tokens, m.created_at,
            m.model, m.parent_id, m.response_time_seconds, m.feedback, m.comment,
@@ -70,10 +77,7 @@ unsummarized AS (
     WHERE m.conversation_pk = (SELECT id FROM conversation)
       AND m.seq > COALESCE((SELECT through_seq FROM summary), 0) AND m.seq < $4
 )
-SELECT (SELECT id FROM conversation) AS conversation_pk,
-       summary.content AS summary_content, summary.tokens AS summary_tokens,
-       summary.context_tokens AS summary_context_tokens, summary.through_seq,
-       summary.through_message_id, (SELECT conversation_id FROM conversation),
+SELECT (SELECT id FROM conversation) AS conversation_pk, {_SUMMARY_COLUMNS},
        u.*
 FROM (SELECT 1) AS one
 LEFT JOIN summary ON true
@@ -83,18 +87,8 @@ ORDER BY u.seq DESC
 
 # Like _CONTEXT_CANDIDATES, but oldest first and all of them, and only when their cost is over
 # the room left beside the summary: the common "nothing to fold" answer carries no text.
-_UNSUMMARIZED = """
-WITH conversation AS (
-    SELECT c.id, c.conversation_id FROM conversations c JOIN scopes s ON s.id = c.scope_id
-    WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
-),
-summary AS (
-    SELECT cs.content, cs.tokens, cs.context_tokens, cs.through_seq,
-           m.message_id AS through_message_id
-    FROM conversation_summaries cs JOIN messages m ON m.seq = cs.through_seq
-    WHERE cs.conversation_pk = (SELECT id FROM conversation)
-    ORDER BY cs.through_seq DESC LIMIT 1
-),
+_UNSUMMARIZED = f"""
+{_CONVERSATION_AND_SUMMARY}
 pending AS (
     SELECT m.seq, m.message_id, m.role, m.content, m.tokens, m.context_tokens, m.created_at,
            m.model, m.parent_id, m.response_time_seconds, m.feedback, m.comment,
@@ -103,9 +97,7 @@ pending AS (
     WHERE m.conversation_pk = (SELECT id FROM conversation)
       AND m.seq > COALESCE((SELECT through_seq FROM summary), 0)
 )
-SELECT summary.content AS summary_content, summary.tokens AS summary_tokens,
-       summary.context_tokens AS summary_context_tokens, summary.through_seq,
-       summary.through_message_id, (SELECT conversation_id FROM conversation),
+SELECT {_SUMMARY_COLUMNS},
        p.*
 FROM (SELECT 1) AS one
 LEFT JOIN summary ON true

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from memory_server.memory.facts import Candidate, LiveFact, ReconciledCandidate
 from memory_server.memory.identity import Scope
 from memory_server.memory.model import (
     AppendOutcome,
@@ -144,3 +145,53 @@ class ConversationStore(Protocol):
     ) -> int:
         """Deletes the conversation, its messages and summaries; returns the message count."""
         ...
+
+
+class Embedder(Protocol):
+    """Text → unit-length vectors. The shared embedding pool implements it for all scopes."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Scrubbed:
+    text: str  # the input without the sentences that held a secret
+    secrets_found: int
+
+
+class SecretFilter(Protocol):
+    """Removes secrets (API keys, tokens, passwords, private keys, JWTs, cloud credentials, card
+    numbers) before anything is extracted, stored, embedded or logged."""
+
+    def scrub(self, text: str) -> Scrubbed: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionInput:
+    user_text: str  # already scrubbed
+    assistant_text: str  # already scrubbed
+    # Facts recall put into this turn's context: never extract them again.
+    recalled: Sequence[str] = ()
+
+
+class Extractor(Protocol):
+    """Finds durable user facts (preferences, decisions, goals, identity) in one turn."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def extract(self, turn: ExtractionInput) -> list[Candidate]: ...
+
+
+class Reconciler(Protocol):
+    """Decides ADD / UPDATE / DELETE / NONE for each candidate against the scope's live facts."""
+
+    async def reconcile(
+        self, candidates: Sequence[Candidate], live: Sequence[LiveFact]
+    ) -> list[ReconciledCandidate]: ...

@@ -1,0 +1,72 @@
+"""Long-term memory's value types: facts with bitemporal versions, extraction candidates and
+reconciliation decisions.
+
+A fact has a stable id and immutable versions. A version is believed at (valid time V,
+transaction time T) when `recorded_at <= T < superseded_at` and `valid_from <= V < valid_to`
+(None = open, i.e. infinity). "Now" is both at now.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class FactKind(enum.StrEnum):
+    PREFERENCE = "preference"
+    DECISION = "decision"
+    GOAL = "goal"
+    IDENTITY = "identity"
+    OTHER = "other"
+
+
+class Decision(enum.StrEnum):
+    ADD = "ADD"  # a new fact
+    UPDATE = "UPDATE"  # supersedes `target` (the world changed: "I now prefer tea")
+    DELETE = "DELETE"  # retracts `target` ("forget that I…", "I no longer…")
+    NONE = "NONE"  # already known (duplicate of `target`)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A durable statement found in a turn, before reconciliation."""
+
+    text: str  # the fact as it will be stored, e.g. "Prefers concise bullet points"
+    kind: FactKind
+    # True for a retraction ("forget that I like jazz"): `text` then describes what to retract.
+    retraction: bool = False
+    # True when the statement announces a change ("actually", "now", "anymore", "instead").
+    change: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFact:
+    """A fact's current version, as reconciliation sees it."""
+
+    fact_id: str
+    version_id: str
+    text: str
+    kind: FactKind
+
+
+@dataclass(frozen=True, slots=True)
+class ReconciledCandidate:
+    decision: Decision
+    candidate: Candidate
+    target_fact_id: str = ""  # set for UPDATE, DELETE and NONE
+
+
+@dataclass(frozen=True, slots=True)
+class FactVersion:
+    version_id: str
+    fact_id: str
+    text: str
+    kind: FactKind
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+    conversation_id: str = ""
+    message_id: str = ""
+    extractor: str = ""

@@ -1,0 +1,166 @@
+"""Embedding pool benchmark: batched vs unbatched with the real offline MiniLM model.
+
+32 concurrent callers each embed one short fact per call, over and over, for N seconds, through
+an EmbeddingPool with max_batch 32 (batched) and with max_batch 1 (unbatched). Reports texts/s,
+per-call p50/p99 and the ratio batched ÷ unbatched (the project's target is ≥ 2.5×), plus the
+model's load time and the latency of one query alone.
+
+    .venv/bin/python bench/embedding_pool.py [--seconds 10] [--callers 32] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+from memory_server.embedding import EmbeddingPool, MiniLMBackend
+
+SUBJECTS = [
+    "green tea", "dark mode", "Postgres", "hiking trips", "the billing engine", "Rust",
+    "morning standups", "vinyl records", "the Lisbon office", "typed Python", "spicy food",
+    "graph databases", "early flights", "electric bikes", "jazz piano", "code reviews",
+]  # fmt: skip
+TEMPLATES = [
+    "The user said they really prefer {s} over the alternatives their team usually picks",
+    "Last week the user decided to spend more of their weekend time on {s} with friends",
+    "The user's long-term goal this year is to get much better at {s} at work",
+    "The user mentioned that {s} is the one thing they never want to give up",
+]
+
+
+def facts(count: int) -> list[str]:
+    return [
+        TEMPLATES[i % len(TEMPLATES)].format(s=SUBJECTS[i % len(SUBJECTS)]) for i in range(count)
+    ]
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    """Nearest-rank percentile of a sorted list; NaN when empty."""
+    if not ordered:
+        return math.nan
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
+
+
+@dataclass
+class Result:
+    mode: str
+    max_batch: int
+    texts_per_s: float
+    p50_ms: float
+    p99_ms: float
+    mean_batch: float
+    errors: int
+
+
+async def run_mode(
+    mode: str, max_batch: int, seconds: float, callers: int, threads: int, warmup_s: float
+) -> Result:
+    texts = facts(callers)
+    latencies: list[float] = []
+    errors = 0
+    async with EmbeddingPool(
+        MiniLMBackend(intra_op_threads=threads), max_batch=max_batch, max_wait_ms=2.0
+    ) as pool:
+        await pool.embed(["load the model before the clock starts"])
+        start = time.perf_counter() + warmup_s
+        end = start + seconds
+        batches_at_start = texts_at_start = 0
+
+        async def caller(text: str) -> None:
+            nonlocal errors
+            while (now := time.perf_counter()) < end:
+                try:
+                    await pool.embed([text])
+                except Exception:
+                    errors += 1
+                    continue
+                done = time.perf_counter()
+                if start <= now and done <= end:
+                    latencies.append(done - now)
+
+        async def mark_start() -> None:
+            nonlocal batches_at_start, texts_at_start
+            await asyncio.sleep(max(0.0, start - time.perf_counter()))
+            batches_at_start, texts_at_start = pool.batches, pool.texts
+
+        await asyncio.gather(mark_start(), *(caller(t) for t in texts))
+        batches = pool.batches - batches_at_start
+        mean_batch = (pool.texts - texts_at_start) / batches if batches else 0.0
+    ordered = sorted(latencies)
+    return Result(
+        mode=mode,
+        max_batch=max_batch,
+        texts_per_s=len(ordered) / seconds,
+        p50_ms=percentile(ordered, 50) * 1000,
+        p99_ms=percentile(ordered, 99) * 1000,
+        mean_batch=mean_batch,
+        errors=errors,
+    )
+
+
+async def single_query(threads: int, repeats: int) -> tuple[float, float, float]:
+    """(load seconds, p50 ms of one text straight on the backend, p50 ms through the pool)."""
+    backend = MiniLMBackend(intra_op_threads=threads)
+    began = time.perf_counter()
+    backend.load()
+    load_s = time.perf_counter() - began
+    text = facts(1)[0]
+    backend.embed_batch([text])
+    direct = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        backend.embed_batch([text])
+        direct.append(time.perf_counter() - began)
+    backend.close()
+    pooled = []
+    async with EmbeddingPool(MiniLMBackend(intra_op_threads=threads)) as pool:
+        await pool.embed([text])
+        for _ in range(repeats):
+            began = time.perf_counter()
+            await pool.embed([text])
+            pooled.append(time.perf_counter() - began)
+    return load_s, statistics.median(direct) * 1000, statistics.median(pooled) * 1000
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per mode")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds first")
+    parser.add_argument("--callers", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    args = parser.parse_args()
+
+    load_s, direct_ms, pooled_ms = await single_query(args.threads, repeats=200)
+    words = statistics.mean(len(f.split()) for f in facts(args.callers))
+    print(f"model: all-MiniLM-L6-v2-int8, onnxruntime intra-op threads: {args.threads}")
+    print(f"load: {load_s:.2f} s; one query alone: {direct_ms:.2f} ms on the backend, ")
+    print(f"  {pooled_ms:.2f} ms through the pool (p50 of 200)")
+    print(
+        f"{args.callers} concurrent callers, one fact (~{words:.0f} words) per call, "
+        f"{args.seconds:g} s measured after {args.warmup:g} s warm-up\n"
+    )
+    results = []
+    for mode, max_batch in (("batched", 32), ("unbatched", 1)):
+        results.append(
+            await run_mode(mode, max_batch, args.seconds, args.callers, args.threads, args.warmup)
+        )
+    header = f"{'mode':<10} {'max_batch':>9} {'texts/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+    print(header + f" {'mean batch':>10} {'errors':>6}")
+    print("-" * (len(header) + 18))
+    for r in results:
+        print(
+            f"{r.mode:<10} {r.max_batch:>9} {r.texts_per_s:>9.1f} {r.p50_ms:>8.2f} "
+            f"{r.p99_ms:>8.2f} {r.mean_batch:>10.1f} {r.errors:>6}"
+        )
+    batched, unbatched = results
+    ratio = batched.texts_per_s / unbatched.texts_per_s if unbatched.texts_per_s else math.inf
+    verdict = "meets" if ratio >= 2.5 else "misses"
+    print(f"\nbatched ÷ unbatched throughput: {ratio:.2f}× ({verdict} the ≥ 2.5× target)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

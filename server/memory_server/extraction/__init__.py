@@ -1,0 +1,1 @@
+"""Adapters that prepare conversation turns for long-term memory extraction."""

@@ -21,12 +21,23 @@ from grpc_reflection.v1alpha import reflection
 from memory_client.v1 import memory_pb2, memory_pb2_grpc
 from memory_server.actors import ActorRegistry
 from memory_server.api.servicer import MemoryServicer
+from memory_server.embedding.backend import AsyncEmbeddingBackend, EmbeddingBackend
+from memory_server.embedding.minilm import MiniLMBackend
+from memory_server.embedding.openai import OpenAICompatibleEmbeddings
+from memory_server.embedding.pool import EmbeddingPool
+from memory_server.extraction.secrets import DetectSecretsFilter
+from memory_server.index.pgvector import PgVectorIndex
+from memory_server.memory.extract import RuleExtractor
+from memory_server.memory.ltm import LongTermMemory, LtmSettings
 from memory_server.memory.ports import Summarizer
+from memory_server.memory.reconcile import SimilarityReconciler
 from memory_server.memory.summary import ExtractiveSummarizer
 from memory_server.memory.turns import ConversationMemory
+from memory_server.outbox.worker import OutboxWorker
 from memory_server.settings import Settings, SettingsError, settings_from_cli
 from memory_server.store.conversations import PostgresConversationStore
 from memory_server.store.embedded import EmbeddedPostgres, default_data_dir
+from memory_server.store.facts import PostgresFactStore
 from memory_server.store.schema import apply_migrations
 from memory_server.tokens import TiktokenCounter
 
@@ -50,6 +61,10 @@ class MemoryServer:
         self._registry: ActorRegistry | None = None
         self.port = 0
         self.database_dsn = ""
+        self.ltm: LongTermMemory | None = None
+        self.index: PgVectorIndex | None = None
+        self.outbox: OutboxWorker | None = None
+        self.embedder: EmbeddingPool | None = None
 
     async def start(self) -> None:
         try:
@@ -71,7 +86,7 @@ class MemoryServer:
             ]
         )
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-            MemoryServicer(settings, servicer_memory), server
+            MemoryServicer(settings, servicer_memory, self.ltm), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if settings.reflection:
@@ -139,6 +154,7 @@ class MemoryServer:
         await registry.start()
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
         self._registry = registry
+        self.ltm = await self._start_long_term(settings, pool, registry)
         memory = ConversationMemory(
             store=PostgresConversationStore(pool),
             executor=registry,
@@ -147,10 +163,62 @@ class MemoryServer:
             budget_tokens=settings.stm_context_tokens,
             summary_max_tokens=settings.summary_max_tokens,
             compact_inline=not settings.fact_extract_async,
+            ltm=self.ltm,
         )
-        # Closed before the registry and the pool (exit stack order): compactions use both.
+        # Closed first (exit stack order): compactions and extractions use everything else.
         self._stack.push_async_callback(memory.close, settings.shutdown_grace_seconds)
         return memory
+
+    async def _start_long_term(
+        self, settings: Settings, pool: asyncpg.Pool, registry: ActorRegistry
+    ) -> LongTermMemory:
+        """The embedding pool, the vector index and the outbox actor. Nothing here loads a
+        model or touches the index until a scope has facts."""
+        backend: EmbeddingBackend | AsyncEmbeddingBackend
+        if settings.embedding_base_url:
+            backend = OpenAICompatibleEmbeddings(
+                base_url=settings.embedding_base_url,
+                model=settings.embedding_model,
+                api_key=settings.embedding_api_key or None,
+                dimension=settings.embedding_dimension,
+                timeout_s=settings.request_timeout_seconds,
+            )
+        else:
+            backend = MiniLMBackend()
+        embedder = EmbeddingPool(
+            backend,
+            max_batch=settings.embedding_batch_size,
+            max_wait_ms=settings.embedding_max_wait_ms,
+        )
+        await self._stack.enter_async_context(embedder)
+        facts = PostgresFactStore(pool)
+        await facts.check_embedding_model(embedder.model_name, embedder.dimension)
+        self.index = PgVectorIndex(pool, embedder.dimension)
+        self.outbox = OutboxWorker(
+            facts,
+            self.index,
+            embedder,
+            batch_size=settings.outbox_batch_size,
+            poll_interval_s=settings.outbox_poll_seconds,
+        )
+        await self.outbox.start()
+        self._stack.push_async_callback(self.outbox.close, settings.shutdown_grace_seconds)
+        self.embedder = embedder
+        return LongTermMemory(
+            store=facts,
+            index=self.index,
+            embedder=embedder,
+            extractor=RuleExtractor(),
+            reconciler=SimilarityReconciler(embedder),
+            secrets=DetectSecretsFilter(),
+            executor=registry,
+            settings=LtmSettings(
+                top_k=settings.ltm_top_k,
+                score_threshold=settings.ltm_score_threshold,
+                max_facts_per_scope=settings.max_facts_per_scope,
+            ),
+            on_change=self.outbox.notify,
+        )
 
     async def close(self) -> None:
         server, self._server = self._server, None

@@ -48,6 +48,17 @@ class Settings:
     llm_model: str = ""
     llm_api_key: str = ""
     llm_timeout_seconds: float = 30.0
+    # OpenAI-compatible /v1/embeddings endpoint; empty = the offline MiniLM model.
+    embedding_base_url: str = ""
+    embedding_model: str = ""
+    embedding_api_key: str = ""
+    embedding_dimension: int = 384
+    # The shared embedding pool: texts per batch, and how long a batch waits to fill.
+    embedding_batch_size: int = 32
+    embedding_max_wait_ms: float = 2.0
+    # The outbox actor: rows per vector-index request, and the poll for other servers' rows.
+    outbox_batch_size: int = 256
+    outbox_poll_seconds: float = 1.0
     db_pool_min_size: int = 2
     db_pool_max_size: int = 10
     # Budget for one RPC when the client sets no deadline.
@@ -74,6 +85,11 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "actor_idle_seconds": (0.01, None),
     "summary_budget_ratio": (0.05, 0.9),
     "llm_timeout_seconds": (0.1, 600),
+    "embedding_dimension": (1, 8192),
+    "embedding_batch_size": (1, 4096),
+    "embedding_max_wait_ms": (0, 10_000),
+    "outbox_batch_size": (1, 10_000),
+    "outbox_poll_seconds": (0.01, 3600),
     "db_pool_min_size": (0, 1000),
     "db_pool_max_size": (1, 1000),
     "request_timeout_seconds": (0.1, 3600),
@@ -149,6 +165,8 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
         raise SettingsError(f"log_level: expected one of {', '.join(_LOG_LEVELS)}")
     if settings.llm_base_url and not settings.llm_model:
         raise SettingsError("llm_model: required when llm_base_url is set")
+    if settings.embedding_base_url and not settings.embedding_model:
+        raise SettingsError("embedding_model: required when embedding_base_url is set")
     if settings.database_url and not settings.database_url.startswith(
         ("postgres://", "postgresql://")
     ):

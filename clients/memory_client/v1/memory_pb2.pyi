@@ -190,19 +190,26 @@ class RecalledFact(_message.Message):
     FACT_ID_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
+    STANDING_FIELD_NUMBER: _builtins.int
     fact_id: _builtins.str
     text: _builtins.str
     score: _builtins.float
+    """Relevance to this turn's question, in [0, 1] (see SearchFacts)."""
+    standing: _builtins.bool
+    """A standing instruction about how to answer ("always answer in French"): recalled into
+    every turn, whatever its score.
+    """
     def __init__(
         self,
         *,
         fact_id: _builtins.str = ...,
         text: _builtins.str = ...,
         score: _builtins.float = ...,
+        standing: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact_id", b"fact_id", "score", b"score", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact_id", b"fact_id", "score", b"score", "standing", b"standing", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -848,3 +855,553 @@ class DeleteConversationResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteConversationResponse: _TypeAlias = DeleteConversationResponse  # noqa: Y015
+
+@_typing.final
+class Fact(_message.Message):
+    """One version of a long-term fact. Valid time [valid_from, valid_to) is when it was true in
+    the world; transaction time [recorded_at, superseded_at) is when the service believed it.
+    An unset end means open (still true / still believed).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACT_ID_FIELD_NUMBER: _builtins.int
+    VERSION_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_TO_FIELD_NUMBER: _builtins.int
+    RECORDED_AT_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_AT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    EXTRACTOR_FIELD_NUMBER: _builtins.int
+    fact_id: _builtins.str
+    version_id: _builtins.str
+    text: _builtins.str
+    kind: _builtins.str
+    """preference | decision | goal | identity | other"""
+    conversation_id: _builtins.str
+    """Provenance: where it was learned (empty for manual facts) and by what."""
+    message_id: _builtins.str
+    extractor: _builtins.str
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def valid_to(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def recorded_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def superseded_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        fact_id: _builtins.str = ...,
+        version_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_to: _timestamp_pb2.Timestamp | None = ...,
+        recorded_at: _timestamp_pb2.Timestamp | None = ...,
+        superseded_at: _timestamp_pb2.Timestamp | None = ...,
+        conversation_id: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        extractor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["recorded_at", b"recorded_at", "superseded_at", b"superseded_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "extractor", b"extractor", "fact_id", b"fact_id", "kind", b"kind", "message_id", b"message_id", "recorded_at", b"recorded_at", "superseded_at", b"superseded_at", "text", b"text", "valid_from", b"valid_from", "valid_to", b"valid_to", "version_id", b"version_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Fact: _TypeAlias = Fact  # noqa: Y015
+
+@_typing.final
+class ScoredFact(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACT_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    VECTOR_SCORE_FIELD_NUMBER: _builtins.int
+    LEXICAL_SCORE_FIELD_NUMBER: _builtins.int
+    score: _builtins.float
+    """Hybrid score in [0, 1]: 1 - (1 - vector) * (1 - lexical)."""
+    vector_score: _builtins.float
+    lexical_score: _builtins.float
+    @_builtins.property
+    def fact(self) -> Global___Fact: ...
+    def __init__(
+        self,
+        *,
+        fact: Global___Fact | None = ...,
+        score: _builtins.float = ...,
+        vector_score: _builtins.float = ...,
+        lexical_score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fact", b"fact"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact", b"fact", "lexical_score", b"lexical_score", "score", b"score", "vector_score", b"vector_score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScoredFact: _TypeAlias = ScoredFact  # noqa: Y015
+
+@_typing.final
+class SearchFactsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    TOP_K_FIELD_NUMBER: _builtins.int
+    THRESHOLD_FIELD_NUMBER: _builtins.int
+    AS_OF_VALID_TIME_FIELD_NUMBER: _builtins.int
+    AS_OF_TRANSACTION_TIME_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    query: _builtins.str
+    top_k: _builtins.int
+    """0 means ltm_top_k."""
+    threshold: _builtins.float
+    """Unset means ltm_score_threshold; 0 returns the best top_k whatever their score."""
+    @_builtins.property
+    def as_of_valid_time(self) -> _timestamp_pb2.Timestamp:
+        """Unset means now."""
+
+    @_builtins.property
+    def as_of_transaction_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        query: _builtins.str = ...,
+        top_k: _builtins.int = ...,
+        threshold: _builtins.float | None = ...,
+        as_of_valid_time: _timestamp_pb2.Timestamp | None = ...,
+        as_of_transaction_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_threshold", b"_threshold", "as_of_transaction_time", b"as_of_transaction_time", "as_of_valid_time", b"as_of_valid_time", "threshold", b"threshold"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_threshold", b"_threshold", "as_of_transaction_time", b"as_of_transaction_time", "as_of_valid_time", b"as_of_valid_time", "graphname", b"graphname", "query", b"query", "threshold", b"threshold", "top_k", b"top_k", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__threshold: _TypeAlias = _typing.Literal["threshold"]  # noqa: Y015
+    _WhichOneofArgType__threshold: _TypeAlias = _typing.Literal["_threshold", b"_threshold"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__threshold) -> _WhichOneofReturnType__threshold | None: ...
+
+Global___SearchFactsRequest: _TypeAlias = SearchFactsRequest  # noqa: Y015
+
+@_typing.final
+class SearchFactsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ScoredFact]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ScoredFact] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchFactsResponse: _TypeAlias = SearchFactsResponse  # noqa: Y015
+
+@_typing.final
+class ListFactsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    AS_OF_VALID_TIME_FIELD_NUMBER: _builtins.int
+    AS_OF_TRANSACTION_TIME_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    page_size: _builtins.int
+    """0 means 100; at most 1000."""
+    page_token: _builtins.str
+    @_builtins.property
+    def as_of_valid_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def as_of_transaction_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        as_of_valid_time: _timestamp_pb2.Timestamp | None = ...,
+        as_of_transaction_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of_transaction_time", b"as_of_transaction_time", "as_of_valid_time", b"as_of_valid_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of_transaction_time", b"as_of_transaction_time", "as_of_valid_time", b"as_of_valid_time", "graphname", b"graphname", "page_size", b"page_size", "page_token", b"page_token", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFactsRequest: _TypeAlias = ListFactsRequest  # noqa: Y015
+
+@_typing.final
+class ListFactsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def facts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Fact]: ...
+    def __init__(
+        self,
+        *,
+        facts: _abc.Iterable[Global___Fact] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["facts", b"facts", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFactsResponse: _TypeAlias = ListFactsResponse  # noqa: Y015
+
+@_typing.final
+class GetFactRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    FACT_ID_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    fact_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        fact_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact_id", b"fact_id", "graphname", b"graphname", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetFactRequest: _TypeAlias = GetFactRequest  # noqa: Y015
+
+@_typing.final
+class GetFactResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURRENT_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def current(self) -> Global___Fact:
+        """The live version; unset when the fact was deleted."""
+
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Fact]:
+        """Every version, oldest recorded first."""
+
+    def __init__(
+        self,
+        *,
+        current: Global___Fact | None = ...,
+        versions: _abc.Iterable[Global___Fact] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["current", b"current"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current", b"current", "versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetFactResponse: _TypeAlias = GetFactResponse  # noqa: Y015
+
+@_typing.final
+class FactEvent(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    VERSION_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    EXTRACTOR_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    event: _builtins.str
+    """ADD | UPDATE | DELETE | EVICT"""
+    version_id: _builtins.str
+    conversation_id: _builtins.str
+    message_id: _builtins.str
+    extractor: _builtins.str
+    detail: _builtins.str
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        event: _builtins.str = ...,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        version_id: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        extractor: _builtins.str = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "conversation_id", b"conversation_id", "detail", b"detail", "event", b"event", "extractor", b"extractor", "message_id", b"message_id", "version_id", b"version_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FactEvent: _TypeAlias = FactEvent  # noqa: Y015
+
+@_typing.final
+class GetFactHistoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    FACT_ID_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    fact_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        fact_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact_id", b"fact_id", "graphname", b"graphname", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetFactHistoryRequest: _TypeAlias = GetFactHistoryRequest  # noqa: Y015
+
+@_typing.final
+class GetFactHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___FactEvent]: ...
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___FactEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetFactHistoryResponse: _TypeAlias = GetFactHistoryResponse  # noqa: Y015
+
+@_typing.final
+class AddFactRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    text: _builtins.str
+    kind: _builtins.str
+    """preference | decision | goal | identity | other (default other)"""
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        text: _builtins.str = ...,
+        kind: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["graphname", b"graphname", "kind", b"kind", "text", b"text", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddFactRequest: _TypeAlias = AddFactRequest  # noqa: Y015
+
+@_typing.final
+class AddFactResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def fact(self) -> Global___Fact: ...
+    def __init__(
+        self,
+        *,
+        fact: Global___Fact | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fact", b"fact"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact", b"fact"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddFactResponse: _TypeAlias = AddFactResponse  # noqa: Y015
+
+@_typing.final
+class UpdateFactRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    FACT_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    fact_id: _builtins.str
+    text: _builtins.str
+    kind: _builtins.str
+    """Empty keeps the kind."""
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        fact_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+        kind: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact_id", b"fact_id", "graphname", b"graphname", "kind", b"kind", "text", b"text", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateFactRequest: _TypeAlias = UpdateFactRequest  # noqa: Y015
+
+@_typing.final
+class UpdateFactResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def fact(self) -> Global___Fact: ...
+    def __init__(
+        self,
+        *,
+        fact: Global___Fact | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fact", b"fact"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact", b"fact"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateFactResponse: _TypeAlias = UpdateFactResponse  # noqa: Y015
+
+@_typing.final
+class DeleteFactRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    FACT_ID_FIELD_NUMBER: _builtins.int
+    ENDED_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    fact_id: _builtins.str
+    ended: _builtins.bool
+    """True: it stopped being true now (valid time ends). False: it was never true (a wrong
+    extraction); only the belief ends.
+    """
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        fact_id: _builtins.str = ...,
+        ended: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "fact_id", b"fact_id", "graphname", b"graphname", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteFactRequest: _TypeAlias = DeleteFactRequest  # noqa: Y015
+
+@_typing.final
+class DeleteFactResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteFactResponse: _TypeAlias = DeleteFactResponse  # noqa: Y015
+
+@_typing.final
+class ForgetScopeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    INCLUDE_CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    include_conversations: _builtins.bool
+    """Also erase the user's conversations, messages and summaries on this graph."""
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        include_conversations: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["graphname", b"graphname", "include_conversations", b"include_conversations", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForgetScopeRequest: _TypeAlias = ForgetScopeRequest  # noqa: Y015
+
+@_typing.final
+class ForgetScopeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACTS_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    facts: _builtins.int
+    versions: _builtins.int
+    messages: _builtins.int
+    def __init__(
+        self,
+        *,
+        facts: _builtins.int = ...,
+        versions: _builtins.int = ...,
+        messages: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["facts", b"facts", "messages", b"messages", "versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForgetScopeResponse: _TypeAlias = ForgetScopeResponse  # noqa: Y015

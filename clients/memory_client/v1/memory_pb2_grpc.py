@@ -79,6 +79,46 @@ class MemoryServiceStub:
                 request_serializer=memory__client_dot_v1_dot_memory__pb2.DeleteConversationRequest.SerializeToString,
                 response_deserializer=memory__client_dot_v1_dot_memory__pb2.DeleteConversationResponse.FromString,
                 _registered_method=True)
+        self.SearchFacts = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/SearchFacts',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.SearchFactsRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.SearchFactsResponse.FromString,
+                _registered_method=True)
+        self.ListFacts = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/ListFacts',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.ListFactsRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.ListFactsResponse.FromString,
+                _registered_method=True)
+        self.GetFact = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/GetFact',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.GetFactRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.GetFactResponse.FromString,
+                _registered_method=True)
+        self.GetFactHistory = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/GetFactHistory',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.GetFactHistoryRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.GetFactHistoryResponse.FromString,
+                _registered_method=True)
+        self.AddFact = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/AddFact',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.AddFactRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.AddFactResponse.FromString,
+                _registered_method=True)
+        self.UpdateFact = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/UpdateFact',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.UpdateFactRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.UpdateFactResponse.FromString,
+                _registered_method=True)
+        self.DeleteFact = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/DeleteFact',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.DeleteFactRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.DeleteFactResponse.FromString,
+                _registered_method=True)
+        self.ForgetScope = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/ForgetScope',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.ForgetScopeRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.ForgetScopeResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -147,6 +187,63 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchFacts(self, request, context):
+        """Long-term memory: facts per (username, graphname), bitemporal.
+        Hybrid search (vector + lexical); the as-of filters apply before ranking.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFacts(self, request, context):
+        """Facts believed at the as-of point (now by default), newest first, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFact(self, request, context):
+        """A fact's current version and every version it ever had.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFactHistory(self, request, context):
+        """Every change to a fact with its provenance.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddFact(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateFact(self, request, context):
+        """Supersedes the fact's live version with new text (the old version is kept).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteFact(self, request, context):
+        """Retracts a fact: it stops being live, its history stays.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForgetScope(self, request, context):
+        """Erasure of a user on a graph: facts, versions, history, vectors (and conversations if
+        asked). Unlike DeleteFact, nothing is kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -194,6 +291,46 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteConversation,
                     request_deserializer=memory__client_dot_v1_dot_memory__pb2.DeleteConversationRequest.FromString,
                     response_serializer=memory__client_dot_v1_dot_memory__pb2.DeleteConversationResponse.SerializeToString,
+            ),
+            'SearchFacts': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchFacts,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.SearchFactsRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.SearchFactsResponse.SerializeToString,
+            ),
+            'ListFacts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFacts,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.ListFactsRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.ListFactsResponse.SerializeToString,
+            ),
+            'GetFact': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFact,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.GetFactRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.GetFactResponse.SerializeToString,
+            ),
+            'GetFactHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFactHistory,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.GetFactHistoryRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.GetFactHistoryResponse.SerializeToString,
+            ),
+            'AddFact': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddFact,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.AddFactRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.AddFactResponse.SerializeToString,
+            ),
+            'UpdateFact': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateFact,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.UpdateFactRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.UpdateFactResponse.SerializeToString,
+            ),
+            'DeleteFact': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteFact,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.DeleteFactRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.DeleteFactResponse.SerializeToString,
+            ),
+            'ForgetScope': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetScope,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.ForgetScopeRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.ForgetScopeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -439,6 +576,222 @@ class MemoryService:
             '/graphrag.memory.v1.MemoryService/DeleteConversation',
             memory__client_dot_v1_dot_memory__pb2.DeleteConversationRequest.SerializeToString,
             memory__client_dot_v1_dot_memory__pb2.DeleteConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchFacts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/SearchFacts',
+            memory__client_dot_v1_dot_memory__pb2.SearchFactsRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.SearchFactsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFacts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/ListFacts',
+            memory__client_dot_v1_dot_memory__pb2.ListFactsRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.ListFactsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/GetFact',
+            memory__client_dot_v1_dot_memory__pb2.GetFactRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.GetFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFactHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/GetFactHistory',
+            memory__client_dot_v1_dot_memory__pb2.GetFactHistoryRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.GetFactHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddFact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/AddFact',
+            memory__client_dot_v1_dot_memory__pb2.AddFactRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.AddFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateFact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/UpdateFact',
+            memory__client_dot_v1_dot_memory__pb2.UpdateFactRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.UpdateFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteFact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/DeleteFact',
+            memory__client_dot_v1_dot_memory__pb2.DeleteFactRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.DeleteFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetScope(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/ForgetScope',
+            memory__client_dot_v1_dot_memory__pb2.ForgetScopeRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.ForgetScopeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,25 @@ class MemoryServiceStub:
     RenameConversation: _grpc.UnaryUnaryMultiCallable[_memory_pb2.RenameConversationRequest, _memory_pb2.RenameConversationResponse]
     DeleteConversation: _grpc.UnaryUnaryMultiCallable[_memory_pb2.DeleteConversationRequest, _memory_pb2.DeleteConversationResponse]
     """Removes the conversation with its messages and summaries."""
+    SearchFacts: _grpc.UnaryUnaryMultiCallable[_memory_pb2.SearchFactsRequest, _memory_pb2.SearchFactsResponse]
+    """Long-term memory: facts per (username, graphname), bitemporal.
+    Hybrid search (vector + lexical); the as-of filters apply before ranking.
+    """
+    ListFacts: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ListFactsRequest, _memory_pb2.ListFactsResponse]
+    """Facts believed at the as-of point (now by default), newest first, paged."""
+    GetFact: _grpc.UnaryUnaryMultiCallable[_memory_pb2.GetFactRequest, _memory_pb2.GetFactResponse]
+    """A fact's current version and every version it ever had."""
+    GetFactHistory: _grpc.UnaryUnaryMultiCallable[_memory_pb2.GetFactHistoryRequest, _memory_pb2.GetFactHistoryResponse]
+    """Every change to a fact with its provenance."""
+    AddFact: _grpc.UnaryUnaryMultiCallable[_memory_pb2.AddFactRequest, _memory_pb2.AddFactResponse]
+    UpdateFact: _grpc.UnaryUnaryMultiCallable[_memory_pb2.UpdateFactRequest, _memory_pb2.UpdateFactResponse]
+    """Supersedes the fact's live version with new text (the old version is kept)."""
+    DeleteFact: _grpc.UnaryUnaryMultiCallable[_memory_pb2.DeleteFactRequest, _memory_pb2.DeleteFactResponse]
+    """Retracts a fact: it stops being live, its history stays."""
+    ForgetScope: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ForgetScopeRequest, _memory_pb2.ForgetScopeResponse]
+    """Erasure of a user on a graph: facts, versions, history, vectors (and conversations if
+    asked). Unlike DeleteFact, nothing is kept.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -81,6 +100,25 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     RenameConversation: _aio.UnaryUnaryMultiCallable[_memory_pb2.RenameConversationRequest, _memory_pb2.RenameConversationResponse]  # type: ignore[assignment]
     DeleteConversation: _aio.UnaryUnaryMultiCallable[_memory_pb2.DeleteConversationRequest, _memory_pb2.DeleteConversationResponse]  # type: ignore[assignment]
     """Removes the conversation with its messages and summaries."""
+    SearchFacts: _aio.UnaryUnaryMultiCallable[_memory_pb2.SearchFactsRequest, _memory_pb2.SearchFactsResponse]  # type: ignore[assignment]
+    """Long-term memory: facts per (username, graphname), bitemporal.
+    Hybrid search (vector + lexical); the as-of filters apply before ranking.
+    """
+    ListFacts: _aio.UnaryUnaryMultiCallable[_memory_pb2.ListFactsRequest, _memory_pb2.ListFactsResponse]  # type: ignore[assignment]
+    """Facts believed at the as-of point (now by default), newest first, paged."""
+    GetFact: _aio.UnaryUnaryMultiCallable[_memory_pb2.GetFactRequest, _memory_pb2.GetFactResponse]  # type: ignore[assignment]
+    """A fact's current version and every version it ever had."""
+    GetFactHistory: _aio.UnaryUnaryMultiCallable[_memory_pb2.GetFactHistoryRequest, _memory_pb2.GetFactHistoryResponse]  # type: ignore[assignment]
+    """Every change to a fact with its provenance."""
+    AddFact: _aio.UnaryUnaryMultiCallable[_memory_pb2.AddFactRequest, _memory_pb2.AddFactResponse]  # type: ignore[assignment]
+    UpdateFact: _aio.UnaryUnaryMultiCallable[_memory_pb2.UpdateFactRequest, _memory_pb2.UpdateFactResponse]  # type: ignore[assignment]
+    """Supersedes the fact's live version with new text (the old version is kept)."""
+    DeleteFact: _aio.UnaryUnaryMultiCallable[_memory_pb2.DeleteFactRequest, _memory_pb2.DeleteFactResponse]  # type: ignore[assignment]
+    """Retracts a fact: it stops being live, its history stays."""
+    ForgetScope: _aio.UnaryUnaryMultiCallable[_memory_pb2.ForgetScopeRequest, _memory_pb2.ForgetScopeResponse]  # type: ignore[assignment]
+    """Erasure of a user on a graph: facts, versions, history, vectors (and conversations if
+    asked). Unlike DeleteFact, nothing is kept.
+    """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -156,5 +194,72 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_pb2.DeleteConversationResponse, _abc.Awaitable[_memory_pb2.DeleteConversationResponse]]:
         """Removes the conversation with its messages and summaries."""
+
+    @_abc_1.abstractmethod
+    def SearchFacts(
+        self,
+        request: _memory_pb2.SearchFactsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.SearchFactsResponse, _abc.Awaitable[_memory_pb2.SearchFactsResponse]]:
+        """Long-term memory: facts per (username, graphname), bitemporal.
+        Hybrid search (vector + lexical); the as-of filters apply before ranking.
+        """
+
+    @_abc_1.abstractmethod
+    def ListFacts(
+        self,
+        request: _memory_pb2.ListFactsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.ListFactsResponse, _abc.Awaitable[_memory_pb2.ListFactsResponse]]:
+        """Facts believed at the as-of point (now by default), newest first, paged."""
+
+    @_abc_1.abstractmethod
+    def GetFact(
+        self,
+        request: _memory_pb2.GetFactRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.GetFactResponse, _abc.Awaitable[_memory_pb2.GetFactResponse]]:
+        """A fact's current version and every version it ever had."""
+
+    @_abc_1.abstractmethod
+    def GetFactHistory(
+        self,
+        request: _memory_pb2.GetFactHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.GetFactHistoryResponse, _abc.Awaitable[_memory_pb2.GetFactHistoryResponse]]:
+        """Every change to a fact with its provenance."""
+
+    @_abc_1.abstractmethod
+    def AddFact(
+        self,
+        request: _memory_pb2.AddFactRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.AddFactResponse, _abc.Awaitable[_memory_pb2.AddFactResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpdateFact(
+        self,
+        request: _memory_pb2.UpdateFactRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.UpdateFactResponse, _abc.Awaitable[_memory_pb2.UpdateFactResponse]]:
+        """Supersedes the fact's live version with new text (the old version is kept)."""
+
+    @_abc_1.abstractmethod
+    def DeleteFact(
+        self,
+        request: _memory_pb2.DeleteFactRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.DeleteFactResponse, _abc.Awaitable[_memory_pb2.DeleteFactResponse]]:
+        """Retracts a fact: it stops being live, its history stays."""
+
+    @_abc_1.abstractmethod
+    def ForgetScope(
+        self,
+        request: _memory_pb2.ForgetScopeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.ForgetScopeResponse, _abc.Awaitable[_memory_pb2.ForgetScopeResponse]]:
+        """Erasure of a user on a graph: facts, versions, history, vectors (and conversations if
+        asked). Unlike DeleteFact, nothing is kept.
+        """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

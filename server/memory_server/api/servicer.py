@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -16,6 +18,9 @@ from memory_client.v1 import memory_pb2_grpc as pb_grpc
 from memory_server.api import validation as v
 from memory_server.api.errors import to_status
 from memory_server.memory.errors import Disabled, InvalidArgument
+from memory_server.memory.facts import FactKind, FactVersion
+from memory_server.memory.identity import Scope
+from memory_server.memory.ltm import LongTermMemory
 from memory_server.memory.model import (
     ConversationInfo,
     Feedback,
@@ -24,6 +29,7 @@ from memory_server.memory.model import (
     Role,
     StoredMessage,
 )
+from memory_server.memory.ports import AsOf
 from memory_server.memory.turns import ConversationMemory, ReplyFields
 from memory_server.settings import Settings
 
@@ -97,7 +103,7 @@ def context_pb(c: MemoryContext) -> pb.MemoryContext:
         recent_tokens=c.recent_tokens,
         long_term=pb.LongTermMemory(
             facts=[
-                pb.RecalledFact(fact_id=f.fact_id, text=f.text, score=f.score)
+                pb.RecalledFact(fact_id=f.fact_id, text=f.text, score=f.score, standing=f.standing)
                 for f in c.long_term.facts
             ],
             degraded=bool(c.long_term.degraded_reason),
@@ -140,11 +146,23 @@ def rpc(handler: Handler[Req, Resp]) -> Handler[Req, Resp]:
 
 
 class MemoryServicer(pb_grpc.MemoryServiceServicer):
-    def __init__(self, settings: Settings, memory: ConversationMemory | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        memory: ConversationMemory | None,
+        ltm: LongTermMemory | None = None,
+    ) -> None:
         """`memory` is None when memory is disabled: every RPC then answers
         FAILED_PRECONDITION while health keeps serving."""
         self._settings = settings
         self._enabled_memory = memory
+        self._enabled_ltm = ltm
+
+    @property
+    def _ltm(self) -> LongTermMemory:
+        if self._enabled_ltm is None:
+            raise Disabled("long-term memory is disabled on this server")
+        return self._enabled_ltm
 
     @property
     def _memory(self) -> ConversationMemory:
@@ -213,9 +231,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     ) -> pb.GetContextResponse:
         scope = v.scope(request.username, request.graphname)
         conversation_id = v.identifier("conversation_id", request.conversation_id)
-        self._content("question", request.question, required=False)
+        question = self._content("question", request.question, required=False)
         memory_context, exists = await self._memory.get_context(
-            scope, conversation_id, timeout_s=self._budget(context)
+            scope, conversation_id, question, timeout_s=self._budget(context)
         )
         return pb.GetContextResponse(context=context_pb(memory_context), conversation_exists=exists)
 
@@ -351,3 +369,198 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             timeout_s=self._budget(context),
         )
         return pb.DeleteConversationResponse(deleted_messages=deleted)
+
+    # --- long-term memory ------------------------------------------------------------------
+
+    @rpc
+    async def SearchFacts(
+        self, request: pb.SearchFactsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SearchFactsResponse:
+        scope = v.scope(request.username, request.graphname)
+        query = self._content("query", request.query)
+        if request.top_k < 0 or request.top_k > MAX_TOP_K:
+            raise InvalidArgument("top_k", f"must be between 0 and {MAX_TOP_K}")
+        threshold = self._settings.ltm_score_threshold
+        if request.HasField("threshold"):
+            threshold = request.threshold
+            if not 0.0 <= threshold <= 1.0:
+                raise InvalidArgument("threshold", "must be between 0 and 1")
+        found = await self._ltm.search(
+            scope,
+            query,
+            top_k=request.top_k or self._settings.ltm_top_k,
+            threshold=threshold,
+            as_of=_as_of(
+                request.as_of_valid_time if request.HasField("as_of_valid_time") else None,
+                request.as_of_transaction_time
+                if request.HasField("as_of_transaction_time")
+                else None,
+            ),
+        )
+        return pb.SearchFactsResponse(
+            results=[
+                pb.ScoredFact(
+                    fact=fact_pb(s.version),
+                    score=s.score,
+                    vector_score=s.vector_score,
+                    lexical_score=s.lexical_score,
+                )
+                for s in found
+            ]
+        )
+
+    @rpc
+    async def ListFacts(
+        self, request: pb.ListFactsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListFactsResponse:
+        scope = v.scope(request.username, request.graphname)
+        size = v.page_size("page_size", request.page_size, *LIST_FACTS_PAGE)
+        offset = _offset_token(request.page_token)
+        facts = await self._ltm.list_facts(
+            scope,
+            _as_of(
+                request.as_of_valid_time if request.HasField("as_of_valid_time") else None,
+                request.as_of_transaction_time
+                if request.HasField("as_of_transaction_time")
+                else None,
+            ),
+            size + 1,
+            offset,
+        )
+        token = _encode_offset(offset + size) if len(facts) > size else ""
+        return pb.ListFactsResponse(facts=[fact_pb(f) for f in facts[:size]], next_page_token=token)
+
+    @rpc
+    async def GetFact(
+        self, request: pb.GetFactRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetFactResponse:
+        scope = v.scope(request.username, request.graphname)
+        versions = await self._ltm.get_fact(scope, v.identifier("fact_id", request.fact_id))
+        live = [f for f in versions if f.superseded_at is None and f.valid_to is None]
+        response = pb.GetFactResponse(versions=[fact_pb(f) for f in versions])
+        if live:
+            response.current.CopyFrom(fact_pb(live[0]))
+        return response
+
+    @rpc
+    async def GetFactHistory(
+        self, request: pb.GetFactHistoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetFactHistoryResponse:
+        scope = v.scope(request.username, request.graphname)
+        events = await self._ltm.history(scope, v.identifier("fact_id", request.fact_id))
+        return pb.GetFactHistoryResponse(
+            events=[
+                pb.FactEvent(
+                    event=e.event,
+                    at=_timestamp(e.at),
+                    version_id=e.version_id,
+                    conversation_id=e.conversation_id,
+                    message_id=e.message_id,
+                    extractor=e.extractor,
+                    detail=e.detail,
+                )
+                for e in events
+            ]
+        )
+
+    @rpc
+    async def AddFact(
+        self, request: pb.AddFactRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AddFactResponse:
+        scope = v.scope(request.username, request.graphname)
+        text = v.short_text("text", self._content("text", request.text).strip(), MAX_FACT_CHARS)
+        change = await self._ltm.add_fact(scope, text, _kind(request.kind) or FactKind.OTHER)
+        return pb.AddFactResponse(fact=await self._fact_version(scope, change.fact_id))
+
+    @rpc
+    async def UpdateFact(
+        self, request: pb.UpdateFactRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdateFactResponse:
+        scope = v.scope(request.username, request.graphname)
+        fact_id = v.identifier("fact_id", request.fact_id)
+        text = v.short_text("text", self._content("text", request.text).strip(), MAX_FACT_CHARS)
+        change = await self._ltm.update_fact(scope, fact_id, text, _kind(request.kind))
+        return pb.UpdateFactResponse(fact=await self._fact_version(scope, change.fact_id))
+
+    @rpc
+    async def DeleteFact(
+        self, request: pb.DeleteFactRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteFactResponse:
+        scope = v.scope(request.username, request.graphname)
+        await self._ltm.delete_fact(
+            scope, v.identifier("fact_id", request.fact_id), ended=request.ended
+        )
+        return pb.DeleteFactResponse()
+
+    @rpc
+    async def ForgetScope(
+        self, request: pb.ForgetScopeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForgetScopeResponse:
+        scope = v.scope(request.username, request.graphname)
+        counts = await self._ltm.forget_scope(scope, include_messages=request.include_conversations)
+        return pb.ForgetScopeResponse(
+            facts=counts["facts"], versions=counts["versions"], messages=counts["messages"]
+        )
+
+    async def _fact_version(self, scope: Scope, fact_id: str) -> pb.Fact:
+        versions = await self._ltm.get_fact(scope, fact_id)
+        live = [f for f in versions if f.superseded_at is None and f.valid_to is None]
+        return fact_pb(live[0] if live else versions[-1])
+
+
+MAX_TOP_K = 100
+MAX_FACT_CHARS = 2000
+LIST_FACTS_PAGE = (100, 1000)
+
+
+def fact_pb(f: FactVersion) -> pb.Fact:
+    fact = pb.Fact(
+        fact_id=f.fact_id,
+        version_id=f.version_id,
+        text=f.text,
+        kind=f.kind.value,
+        valid_from=_timestamp(f.valid_from),
+        recorded_at=_timestamp(f.recorded_at),
+        conversation_id=f.conversation_id,
+        message_id=f.message_id,
+        extractor=f.extractor,
+    )
+    if f.valid_to is not None:
+        fact.valid_to.CopyFrom(_timestamp(f.valid_to))
+    if f.superseded_at is not None:
+        fact.superseded_at.CopyFrom(_timestamp(f.superseded_at))
+    return fact
+
+
+def _as_of(valid: Timestamp | None, transaction: Timestamp | None) -> AsOf:
+    return AsOf(
+        valid_time=valid.ToDatetime(tzinfo=UTC) if valid is not None else None,
+        transaction_time=transaction.ToDatetime(tzinfo=UTC) if transaction is not None else None,
+    )
+
+
+def _kind(value: str) -> FactKind | None:
+    if not value:
+        return None
+    try:
+        return FactKind(value.lower())
+    except ValueError:
+        kinds = ", ".join(k.value for k in FactKind)
+        raise InvalidArgument("kind", f"must be one of {kinds}") from None
+
+
+def _encode_offset(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
+
+
+def _offset_token(token: str) -> int:
+    if not token:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        prefix, value = raw.split(":", 1)
+        if prefix == "o" and value.isdigit():
+            return int(value)
+    except (ValueError, UnicodeError, binascii.Error):
+        pass
+    raise InvalidArgument("page_token", "not a token this service issued")

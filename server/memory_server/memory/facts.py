@@ -38,6 +38,9 @@ class Candidate:
     retraction: bool = False
     # True when the statement announces a change ("actually", "now", "anymore", "instead").
     change: bool = False
+    # True for a standing instruction about how to answer ("always answer in French",
+    # "prefers concise bullet points"): recalled into every turn, whatever the question.
+    standing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +73,29 @@ class FactVersion:
     conversation_id: str = ""
     message_id: str = ""
     extractor: str = ""
+    standing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    conversation_id: str = ""
+    message_id: str = ""
+    extractor: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedChange:
+    decision: Decision
+    fact_id: str
+    version_id: str  # the new live version; empty for DELETE and NONE
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    event: str
+    at: datetime
+    version_id: str
+    conversation_id: str
+    message_id: str
+    extractor: str
+    detail: str

@@ -90,6 +90,8 @@ class ContextCandidates:
     summary: Summary | None
     newest_first: list[StoredMessage]
     unsummarized_count: int
+    # Whether the scope (user + graph) has any live long-term fact: recall runs only then.
+    has_facts: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,7 @@ class RecalledFact:
     fact_id: str
     text: str
     score: float
+    standing: bool = False  # a standing instruction, recalled whatever the question
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, TypeVar
 
-from memory_server.memory.facts import Candidate, LiveFact, ReconciledCandidate
+from memory_server.memory.facts import (
+    AppliedChange,
+    Candidate,
+    FactVersion,
+    HistoryEvent,
+    LiveFact,
+    Provenance,
+    ReconciledCandidate,
+)
 from memory_server.memory.identity import Scope
 from memory_server.memory.model import (
     AppendOutcome,
@@ -103,6 +112,18 @@ class ConversationStore(Protocol):
         summary's `context_tokens` (nothing to fold). One snapshot."""
         ...
 
+    async def user_message_before(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        reply_seq: int,
+        parent_id: str,
+        timeout_s: float | None,
+    ) -> StoredMessage | None:
+        """The user message a reply answers: `parent_id` if set, else the newest user
+        message stored before the reply."""
+        ...
+
     async def save_summary(
         self,
         scope: Scope,
@@ -195,3 +216,89 @@ class Reconciler(Protocol):
     async def reconcile(
         self, candidates: Sequence[Candidate], live: Sequence[LiveFact]
     ) -> list[ReconciledCandidate]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AsOf:
+    """A bitemporal point; None means now. `AsOf()` selects exactly the live versions."""
+
+    valid_time: datetime | None = None
+    transaction_time: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
+    """What the index keeps per fact version: the vector and what pre-filtering needs."""
+
+    version_id: str
+    scope_hash: str
+    vector: Sequence[float]
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    version_id: str
+    cosine: float  # in [-1, 1]
+
+
+class VectorIndex(Protocol):
+    """Per-version vectors partitioned by scope_hash. Upserts and deletes are idempotent by
+    version id. Search filters by scope and by the as-of point *before* ranking."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None: ...
+
+    async def delete(self, version_ids: Sequence[str]) -> None: ...
+
+    async def purge_scope(self, scope_hash: str) -> None: ...
+
+    async def search(
+        self, scope_hash: str, vector: Sequence[float], k: int, as_of: AsOf
+    ) -> list[VectorHit]: ...
+
+    async def count(self, scope_hash: str) -> int: ...
+
+
+class FactStore(Protocol):
+    """Facts of one scope at a time: bitemporal versions, history, and (inside `apply` and
+    `forget_scope`) the outbox rows that mirror each change into the vector index."""
+
+    async def live_count(self, scope: Scope) -> int: ...
+
+    async def live_facts(self, scope: Scope) -> list[LiveFact]: ...
+
+    async def versions(
+        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf
+    ) -> list[FactVersion]: ...
+
+    async def standing(self, scope: Scope, limit: int) -> list[FactVersion]: ...
+
+    async def lexical(
+        self, scope: Scope, query: str, k: int, as_of: AsOf
+    ) -> list[tuple[str, float]]: ...
+
+    async def list_facts(
+        self, scope: Scope, as_of: AsOf, limit: int, offset: int
+    ) -> list[FactVersion]: ...
+
+    async def fact_versions(self, scope: Scope, fact_id: str) -> list[FactVersion]: ...
+
+    async def history(self, scope: Scope, fact_id: str) -> list[HistoryEvent]: ...
+
+    async def apply(
+        self,
+        scope: Scope,
+        decisions: Sequence[ReconciledCandidate],
+        provenance: Provenance,
+        *,
+        max_live: int,
+        ended: bool = True,
+    ) -> list[AppliedChange]: ...
+
+    async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]: ...

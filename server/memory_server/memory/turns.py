@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from memory_server.memory.compaction import Compactor
 from memory_server.memory.identity import Scope
+from memory_server.memory.ltm import LearnInput, LongTermMemory
 from memory_server.memory.model import (
     AppendOutcome,
     ContextCandidates,
@@ -79,8 +80,10 @@ class ConversationMemory:
         budget_tokens: int,
         summary_max_tokens: int,
         compact_inline: bool,
+        ltm: LongTermMemory | None = None,
     ) -> None:
         self._store = store
+        self._ltm = ltm
         self._executor = executor
         self._counter = counter
         self._summarizer = summarizer
@@ -91,8 +94,10 @@ class ConversationMemory:
         )
 
     async def close(self, timeout_s: float = 10.0) -> None:
-        """Finish background compactions. Idempotent."""
+        """Finish background compactions (and extractions). Idempotent."""
         await self.compactor.close(timeout_s)
+        if self._ltm is not None:
+            await self._ltm.close(timeout_s)
 
     async def count_tokens(self, text: str) -> int:
         if len(text) <= _INLINE_TOKENIZE_CHARS:
@@ -124,17 +129,24 @@ class ConversationMemory:
             NewMessage(Role.USER, content, tokens=0, context_tokens=0, message_id=message_id)
         )
 
-        async def job() -> StartedTurn:
+        async def job() -> tuple[AppendOutcome, ContextCandidates]:
             outcome = await self._store.append_messages(
                 scope, conversation_id, [message], conversation_name, timeout_s
             )
-            stored = outcome.messages[0]
             # The context excludes the message just stored (the planner has it already) and
             # anything after it (a retried StartTurn returns the context it first returned).
-            context = await self._context(scope, conversation_id, stored.seq, timeout_s)
-            return StartedTurn(stored, context, outcome.conversation_created)
+            candidates = await self._store.context_candidates(
+                scope,
+                conversation_id,
+                outcome.messages[0].seq,
+                self._budget.budget_tokens,
+                timeout_s,
+            )
+            return outcome, candidates
 
-        return await self._executor.run(scope, job)
+        outcome, candidates = await self._executor.run(scope, job)
+        context = await self._assemble(scope, candidates, content)
+        return StartedTurn(outcome.messages[0], context, outcome.conversation_created)
 
     async def complete_turn(
         self,
@@ -166,7 +178,31 @@ class ConversationMemory:
             return outcome.messages[0]
 
         stored = await self._executor.run(scope, job)
-        return CompletedTurn(stored, await self._after_write(scope, conversation_id))
+        inline = await self._after_write(scope, conversation_id)
+        await self._learn_from(scope, conversation_id, stored, timeout_s)
+        return CompletedTurn(stored, inline)
+
+    async def _learn_from(
+        self, scope: Scope, conversation_id: str, reply: StoredMessage, timeout_s: float | None
+    ) -> None:
+        """Fact extraction after a reply: before returning, or in the background."""
+        if self._ltm is None:
+            return
+
+        async def turn() -> LearnInput | None:
+            question = await self._store.user_message_before(
+                scope, conversation_id, reply.seq, reply.parent_id, timeout_s
+            )
+            if question is None:
+                return None
+            return LearnInput(
+                scope, conversation_id, question.message_id, question.content, reply.content
+            )
+
+        if not self._compact_inline:
+            self._ltm.learn_soon(turn)
+        elif (found := await turn()) is not None:
+            await self._ltm.learn(found)
 
     async def append_messages(
         self,
@@ -200,29 +236,28 @@ class ConversationMemory:
     # --- reads -----------------------------------------------------------------------------
 
     async def get_context(
-        self, scope: Scope, conversation_id: str, timeout_s: float | None = None
+        self, scope: Scope, conversation_id: str, question: str, timeout_s: float | None = None
     ) -> tuple[MemoryContext, bool]:
         candidates = await self._store.context_candidates(
             scope, conversation_id, None, self._budget.budget_tokens, timeout_s
         )
-        return self._assemble(candidates), candidates.conversation_exists
+        context = await self._assemble(scope, candidates, question)
+        return context, candidates.conversation_exists
 
-    async def _context(
-        self, scope: Scope, conversation_id: str, before_seq: int, timeout_s: float | None
+    async def _assemble(
+        self, scope: Scope, candidates: ContextCandidates, question: str
     ) -> MemoryContext:
-        candidates = await self._store.context_candidates(
-            scope, conversation_id, before_seq, self._budget.budget_tokens, timeout_s
-        )
-        return self._assemble(candidates)
-
-    def _assemble(self, candidates: ContextCandidates) -> MemoryContext:
+        long_term = LongTermSection()
+        # A scope without live facts skips recall entirely: no embedding, no index, no model.
+        if self._ltm is not None and candidates.has_facts:
+            long_term = await self._ltm.recall(scope, question)
         return build_context(
             counter=self._counter,
             budget=self._budget,
             summary=candidates.summary,
             newest_first=candidates.newest_first,
             unsummarized_count=candidates.unsummarized_count,
-            long_term=LongTermSection(),
+            long_term=long_term,
         )
 
     async def list_conversations(

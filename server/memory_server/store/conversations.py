@@ -78,6 +78,9 @@ unsummarized AS (
       AND m.seq > COALESCE((SELECT through_seq FROM summary), 0) AND m.seq < $4
 )
 SELECT (SELECT id FROM conversation) AS conversation_pk, {_SUMMARY_COLUMNS},
+       EXISTS (SELECT 1 FROM fact_versions v JOIN scopes s ON s.id = v.scope_id
+               WHERE s.username = $1 AND s.graphname = $2
+                 AND v.superseded_at IS NULL AND v.valid_to IS NULL) AS has_facts,
        u.*
 FROM (SELECT 1) AS one
 LEFT JOIN summary ON true
@@ -291,13 +294,14 @@ class PostgresConversationStore:
             timeout=timeout_s,
         )
         first = rows[0]
+        has_facts = bool(first["has_facts"])
         if first["conversation_pk"] is None:
-            return ContextCandidates(False, None, [], 0)
+            return ContextCandidates(False, None, [], 0, has_facts)
         summary = _summary(first)
         if first["seq"] is None:
-            return ContextCandidates(True, summary, [], 0)
+            return ContextCandidates(True, summary, [], 0, has_facts)
         return ContextCandidates(
-            True, summary, [_message(r) for r in rows], int(first["unsummarized"])
+            True, summary, [_message(r) for r in rows], int(first["unsummarized"]), has_facts
         )
 
     async def unsummarized(
@@ -316,6 +320,31 @@ class PostgresConversationStore:
         if first["seq"] is None:
             return summary, []
         return summary, [_message(r) for r in rows]
+
+    async def user_message_before(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        reply_seq: int,
+        parent_id: str,
+        timeout_s: float | None,
+    ) -> StoredMessage | None:
+        row = await self._pool.fetchrow(
+            f"""SELECT {_MESSAGE_COLUMNS} FROM messages m
+                JOIN conversations c ON c.id = m.conversation_pk
+                JOIN scopes s ON s.id = c.scope_id
+                WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
+                  AND m.seq < $4 AND m.role = 'user'
+                  AND ($5 = '' OR m.message_id = $5)
+                ORDER BY m.seq DESC LIMIT 1""",
+            scope.username,
+            scope.graphname,
+            conversation_id,
+            reply_seq,
+            parent_id,
+            timeout=timeout_s,
+        )
+        return None if row is None else _message(row)
 
     async def save_summary(
         self,

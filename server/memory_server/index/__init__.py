@@ -1,0 +1,1 @@
+"""VectorIndex backends: the embedded one in PostgreSQL (pgvector); TigerGraph comes later."""

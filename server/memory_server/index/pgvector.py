@@ -1,0 +1,162 @@
+"""The embedded vector index: pgvector in the service's own PostgreSQL.
+
+Exact search within one scope: a scope holds at most `max_facts_per_scope` live facts (plus
+their closed versions), so a scan of the scope's rows is cheap and never misses; the as-of
+filter is part of the same WHERE clause, so it applies before ranking. The table is created
+on first use, so a server whose users have no facts never touches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from memory_server.memory.ports import AsOf, VectorHit, VectorRecord
+
+_TABLE = "memory_vectors"
+
+
+class PgVectorIndexError(RuntimeError):
+    pass
+
+
+def _literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+
+
+class PgVectorIndex:
+    def __init__(self, pool: asyncpg.Pool, dimension: int) -> None:
+        self._pool = pool
+        self._dimension = dimension
+        self._ready = False
+        self._lock = asyncio.Lock()
+
+    @property
+    def name(self) -> str:
+        return "pgvector"
+
+    @property
+    def loaded(self) -> bool:
+        return self._ready
+
+    async def _ensure(self) -> None:
+        if self._ready:
+            return
+        async with self._lock:
+            if self._ready:
+                return
+            async with self._pool.acquire() as conn, conn.transaction():
+                # Serializes first use across servers sharing the database.
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", _TABLE)
+                try:
+                    await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                except asyncpg.PostgresError as exc:
+                    raise PgVectorIndexError(
+                        "the embedded vector index needs the pgvector extension in PostgreSQL "
+                        f"({exc}); install it, or configure another vector index"
+                    ) from exc
+                await conn.execute(
+                    f"""CREATE TABLE IF NOT EXISTS {_TABLE} (
+                            version_id    uuid PRIMARY KEY,
+                            scope_hash    text NOT NULL,
+                            valid_from    timestamptz NOT NULL,
+                            valid_to      timestamptz,
+                            recorded_at   timestamptz NOT NULL,
+                            superseded_at timestamptz,
+                            embedding     vector({self._dimension}) NOT NULL)"""
+                )
+                await conn.execute(
+                    f"CREATE INDEX IF NOT EXISTS {_TABLE}_scope ON {_TABLE} (scope_hash)"
+                )
+                stored = await conn.fetchval(
+                    """SELECT atttypmod FROM pg_attribute
+                       WHERE attrelid = $1::regclass AND attname = 'embedding'""",
+                    _TABLE,
+                )
+                if stored != self._dimension:
+                    raise PgVectorIndexError(
+                        f"{_TABLE} holds {stored}-dimensional vectors, the embedder makes "
+                        f"{self._dimension}; re-embed"
+                    )
+            self._ready = True
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+        if not records:
+            return
+        await self._ensure()
+        await self._pool.execute(
+            f"""INSERT INTO {_TABLE} AS t (version_id, scope_hash, valid_from, valid_to,
+                                          recorded_at, superseded_at, embedding)
+                SELECT u.id, u.scope_hash, u.valid_from, u.valid_to, u.recorded_at,
+                       u.superseded_at, u.embedding::vector
+                FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[],
+                            $5::timestamptz[], $6::timestamptz[], $7::text[])
+                     AS u(id, scope_hash, valid_from, valid_to, recorded_at, superseded_at,
+                          embedding)
+                ON CONFLICT (version_id) DO UPDATE SET
+                    scope_hash = EXCLUDED.scope_hash, valid_from = EXCLUDED.valid_from,
+                    valid_to = EXCLUDED.valid_to, recorded_at = EXCLUDED.recorded_at,
+                    superseded_at = EXCLUDED.superseded_at, embedding = EXCLUDED.embedding""",
+            [uuid.UUID(r.version_id) for r in records],
+            [r.scope_hash for r in records],
+            [r.valid_from for r in records],
+            [r.valid_to for r in records],
+            [r.recorded_at for r in records],
+            [r.superseded_at for r in records],
+            [_literal(r.vector) for r in records],
+        )
+
+    async def delete(self, version_ids: Sequence[str]) -> None:
+        if not version_ids:
+            return
+        await self._ensure()
+        await self._pool.execute(
+            f"DELETE FROM {_TABLE} WHERE version_id = ANY($1::uuid[])",
+            [uuid.UUID(v) for v in version_ids],
+        )
+
+    async def purge_scope(self, scope_hash: str) -> None:
+        await self._ensure()
+        await self._pool.execute(f"DELETE FROM {_TABLE} WHERE scope_hash = $1", scope_hash)
+
+    async def search(
+        self, scope_hash: str, vector: Sequence[float], k: int, as_of: AsOf
+    ) -> list[VectorHit]:
+        await self._ensure()
+        rows = await self._pool.fetch(
+            f"""SELECT version_id, 1 - (embedding <=> $2::vector) AS cosine
+                FROM {_TABLE} v
+                WHERE scope_hash = $1
+                  AND v.recorded_at <= COALESCE($4::timestamptz, now())
+                  AND (v.superseded_at IS NULL
+                       OR COALESCE($4::timestamptz, now()) < v.superseded_at)
+                  AND v.valid_from <= COALESCE($5::timestamptz, now())
+                  AND (v.valid_to IS NULL OR COALESCE($5::timestamptz, now()) < v.valid_to)
+                ORDER BY embedding <=> $2::vector
+                LIMIT $3""",
+            scope_hash,
+            _literal(vector),
+            k,
+            as_of.transaction_time,
+            as_of.valid_time,
+        )
+        return [VectorHit(str(r["version_id"]), float(r["cosine"])) for r in rows]
+
+    async def count(self, scope_hash: str) -> int:
+        await self._ensure()
+        return int(
+            await self._pool.fetchval(
+                f"SELECT count(*) FROM {_TABLE} WHERE scope_hash = $1", scope_hash
+            )
+        )
+
+    async def version_ids(self, scope_hash: str) -> set[str]:
+        """Every version the index holds for the scope (for convergence checks)."""
+        await self._ensure()
+        rows = await self._pool.fetch(
+            f"SELECT version_id FROM {_TABLE} WHERE scope_hash = $1", scope_hash
+        )
+        return {str(r["version_id"]) for r in rows}

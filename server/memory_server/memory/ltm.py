@@ -1,0 +1,313 @@
+"""Use cases of long-term memory: recall into a turn, learning after a reply, fact search and
+the manual fact operations.
+
+Recall is a read and runs beside the actor. Learning (scrub → extract → reconcile → apply) and
+every manual change run on the scope's actor, so concurrent turns of one user never decide
+against a stale view and never write duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+
+from memory_server.memory.errors import InvalidArgument, NotFound
+from memory_server.memory.facts import (
+    AppliedChange,
+    Candidate,
+    Decision,
+    FactKind,
+    FactVersion,
+    HistoryEvent,
+    Provenance,
+    ReconciledCandidate,
+)
+from memory_server.memory.identity import Scope
+from memory_server.memory.model import LongTermSection, RecalledFact
+from memory_server.memory.ports import (
+    AsOf,
+    Embedder,
+    ExtractionInput,
+    Extractor,
+    FactStore,
+    Reconciler,
+    ScopeExecutor,
+    SecretFilter,
+    VectorIndex,
+)
+from memory_server.memory.recall import ScoredFact, is_standing_instruction, rank
+
+log = logging.getLogger(__name__)
+
+# Candidates fetched from each signal before fusion: enough that the fused top-k is stable.
+_CANDIDATES_PER_SIGNAL = 50
+MANUAL = "manual"
+
+
+@dataclass(frozen=True, slots=True)
+class LtmSettings:
+    top_k: int
+    score_threshold: float
+    max_facts_per_scope: int
+
+
+@dataclass(frozen=True, slots=True)
+class LearnInput:
+    scope: Scope
+    conversation_id: str
+    user_message_id: str
+    user_text: str
+    assistant_text: str
+
+
+class LongTermMemory:
+    def __init__(
+        self,
+        *,
+        store: FactStore,
+        index: VectorIndex,
+        embedder: Embedder,
+        extractor: Extractor,
+        reconciler: Reconciler,
+        secrets: SecretFilter,
+        executor: ScopeExecutor,
+        settings: LtmSettings,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._index = index
+        self._embedder = embedder
+        self._extractor = extractor
+        self._reconciler = reconciler
+        self._secrets = secrets
+        self._executor = executor
+        self._settings = settings
+        self._on_change = on_change
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.secrets_dropped = 0
+        self.outcomes: dict[str, int] = {d.value: 0 for d in Decision}
+
+    # --- recall ------------------------------------------------------------------------------
+
+    async def search(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        top_k: int,
+        threshold: float,
+        as_of: AsOf,
+    ) -> list[ScoredFact]:
+        """Hybrid search within the scope; both signals filter by `as_of` before ranking."""
+        vector_task = asyncio.ensure_future(self._vector_hits(scope, query, as_of))
+        try:
+            coverages = dict(await self._store.lexical(scope, query, _CANDIDATES_PER_SIGNAL, as_of))
+        except BaseException:
+            vector_task.cancel()
+            await asyncio.gather(vector_task, return_exceptions=True)
+            raise
+        cosines = await vector_task
+        ids = list(dict.fromkeys([*cosines, *coverages]))
+        if not ids:
+            return []
+        # PostgreSQL is the truth: a vector whose version is not believed at `as_of` any
+        # more (the index lags the outbox) is dropped here.
+        versions = {v.version_id: v for v in await self._store.versions(scope, ids, as_of)}
+        return rank(versions, cosines, coverages, top_k=top_k, threshold=threshold)
+
+    async def _vector_hits(self, scope: Scope, query: str, as_of: AsOf) -> dict[str, float]:
+        [vector] = await self._embedder.embed([query])
+        hits = await self._index.search(scope.scope_hash, vector, _CANDIDATES_PER_SIGNAL, as_of)
+        return {h.version_id: h.cosine for h in hits}
+
+    async def recall(self, scope: Scope, question: str) -> LongTermSection:
+        """The LTM section of a turn. Callers skip it for scopes without live facts, so those
+        never load the embedder or the index. Failures degrade to an empty section."""
+        if not question.strip():
+            return LongTermSection()
+        top_k = self._settings.top_k
+        try:
+            standing = await self._store.standing(scope, top_k)
+            found = await self.search(
+                scope, question, top_k=_CANDIDATES_PER_SIGNAL, threshold=0.0, as_of=AsOf()
+            )
+        except Exception as exc:
+            log.warning("long-term recall degraded: %s", type(exc).__name__)
+            return LongTermSection(
+                degraded_reason=f"long-term memory unavailable ({type(exc).__name__})"
+            )
+        scores = {s.version.version_id: s.score for s in found}
+        relevant = [s for s in found if s.score >= self._settings.score_threshold][:top_k]
+        # Standing instructions first (they shape every answer), then what the question
+        # brings up, each kind at most top_k.
+        facts = [
+            RecalledFact(v.fact_id, v.text, scores.get(v.version_id, 0.0), standing=True)
+            for v in standing
+        ]
+        shown = {v.version_id for v in standing}
+        facts += [
+            RecalledFact(s.version.fact_id, s.version.text, s.score)
+            for s in relevant
+            if s.version.version_id not in shown
+        ]
+        return LongTermSection(facts)
+
+    # --- learning ----------------------------------------------------------------------------
+
+    async def learn(self, turn: LearnInput) -> list[AppliedChange]:
+        """Scrub, extract, reconcile and apply, on the scope's actor."""
+
+        async def job() -> list[AppliedChange]:
+            return await self._learn(turn)
+
+        return await self._executor.run(turn.scope, job)
+
+    def learn_soon(self, turn: Callable[[], Awaitable[LearnInput | None]]) -> None:
+        """Learning in the background (fact_extract_async) from the turn that `turn` looks
+        up; the task is owned and awaited on close."""
+        if self._closed:
+            return
+
+        async def run() -> None:
+            try:
+                found = await turn()
+                if found is not None:
+                    await self.learn(found)
+            except Exception:
+                log.exception("background fact extraction failed")
+
+        task = asyncio.create_task(run(), name="learn")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _learn(self, turn: LearnInput) -> list[AppliedChange]:
+        user = self._secrets.scrub(turn.user_text)
+        assistant = self._secrets.scrub(turn.assistant_text)
+        found = user.secrets_found + assistant.secrets_found
+        if found:
+            self.secrets_dropped += found
+            log.info("dropped %d secret(s) before extraction", found)
+        if not user.text.strip():
+            return []
+        live = await self._store.live_facts(turn.scope)
+        candidates = await self._extractor.extract(
+            ExtractionInput(user.text, assistant.text, recalled=[f.text for f in live])
+        )
+        if not candidates:
+            return []
+        decisions = await self._reconciler.reconcile(candidates, live)
+        return await self._apply(
+            turn.scope,
+            decisions,
+            Provenance(turn.conversation_id, turn.user_message_id, self._extractor.name),
+        )
+
+    async def _apply(
+        self, scope: Scope, decisions: Sequence[ReconciledCandidate], provenance: Provenance
+    ) -> list[AppliedChange]:
+        decisions = [
+            replace(
+                d,
+                candidate=replace(d.candidate, standing=is_standing_instruction(d.candidate.text)),
+            )
+            for d in decisions
+        ]
+        applied = await self._store.apply(
+            scope, decisions, provenance, max_live=self._settings.max_facts_per_scope
+        )
+        for change in applied:
+            self.outcomes[change.decision.value] += 1
+        if any(c.decision is not Decision.NONE for c in applied):
+            self._on_change()
+        return applied
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Let background extractions finish (bounded), then cancel. Idempotent."""
+        self._closed = True
+        tasks = list(self._tasks)
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=timeout_s)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+    # --- manual operations -------------------------------------------------------------------
+
+    async def add_fact(self, scope: Scope, text: str, kind: FactKind) -> AppliedChange:
+        decision = ReconciledCandidate(Decision.ADD, Candidate(text, kind))
+        [applied] = await self._executor.run(
+            scope, lambda: self._apply(scope, [decision], Provenance(extractor=MANUAL))
+        )
+        return applied
+
+    async def update_fact(
+        self, scope: Scope, fact_id: str, text: str, kind: FactKind | None
+    ) -> AppliedChange:
+        async def job() -> AppliedChange:
+            current = await self._live_version(scope, fact_id)
+            decision = ReconciledCandidate(
+                Decision.UPDATE, Candidate(text, kind or current.kind), fact_id
+            )
+            [applied] = await self._apply(scope, [decision], Provenance(extractor=MANUAL))
+            return applied
+
+        return await self._executor.run(scope, job)
+
+    async def delete_fact(self, scope: Scope, fact_id: str, *, ended: bool) -> None:
+        async def job() -> None:
+            current = await self._live_version(scope, fact_id)
+            decision = ReconciledCandidate(
+                Decision.DELETE, Candidate(current.text, current.kind, retraction=True), fact_id
+            )
+            await self._store.apply(
+                scope,
+                [decision],
+                Provenance(extractor=MANUAL),
+                max_live=self._settings.max_facts_per_scope,
+                ended=ended,
+            )
+            self.outcomes[Decision.DELETE.value] += 1
+            self._on_change()
+
+        await self._executor.run(scope, job)
+
+    async def _live_version(self, scope: Scope, fact_id: str) -> FactVersion:
+        versions = await self._store.fact_versions(scope, fact_id)
+        live = [v for v in versions if v.superseded_at is None and v.valid_to is None]
+        if not live:
+            raise NotFound(f"fact_id: fact {fact_id!r} is not live (deleted or superseded)")
+        return live[0]
+
+    async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]:
+        async def job() -> dict[str, int]:
+            return await self._store.forget_scope(scope, include_messages=include_messages)
+
+        counts = await self._executor.run(scope, job)
+        self._on_change()
+        return counts
+
+    # --- reads -------------------------------------------------------------------------------
+
+    async def list_facts(
+        self, scope: Scope, as_of: AsOf, limit: int, offset: int
+    ) -> list[FactVersion]:
+        return await self._store.list_facts(scope, as_of, limit, offset)
+
+    async def get_fact(self, scope: Scope, fact_id: str) -> list[FactVersion]:
+        return await self._store.fact_versions(scope, fact_id)
+
+    async def history(self, scope: Scope, fact_id: str) -> list[HistoryEvent]:
+        return await self._store.history(scope, fact_id)
+
+    async def live_count(self, scope: Scope) -> int:
+        return await self._store.live_count(scope)
+
+
+def require_text(field: str, text: str) -> str:
+    if not text.strip():
+        raise InvalidArgument(field, "must not be empty")
+    return text.strip()

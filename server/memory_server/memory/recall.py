@@ -1,0 +1,68 @@
+"""Hybrid recall: vector similarity fused with lexical coverage, scores in [0, 1].
+
+On LoCoMo turn retrieval, lexical matching beats MiniLM vectors (R@10 58.4 vs 51.4), and each
+finds hits the other misses, so both vote. The fusion is a probabilistic OR of two scores that
+are each in [0, 1]:
+
+    vector  = max(0, cosine)
+    lexical = share of the query's distinct stemmed words the fact contains
+    score   = 1 - (1 - vector) * (1 - lexical)
+
+so a fact scores high when either signal is strong, higher when both are, and a threshold such
+as `ltm_score_threshold` = 0.7 keeps one meaning for every query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from memory_server.memory.facts import FactVersion
+from memory_server.memory.reconcile import normalise, shape_of
+
+# Slots (memory.reconcile) that describe how the assistant should answer.
+_ANSWER_STYLE_SLOTS = frozenset({"language", "verbosity", "format", "tone", "units"})
+
+
+def is_standing_instruction(text: str) -> bool:
+    """An instruction about how to answer ("Wants the assistant to always answer in French",
+    "Prefers concise bullet points") applies to every later turn, whatever the question, so
+    recall includes it even when the question shares no words with it."""
+    if normalise(text).startswith("wants the assistant to"):
+        return True
+    return bool(_ANSWER_STYLE_SLOTS & shape_of(text).slots.keys())
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredFact:
+    version: FactVersion
+    score: float
+    vector_score: float
+    lexical_score: float
+
+
+def fuse(vector: float, lexical: float) -> float:
+    v = min(1.0, max(0.0, vector))
+    w = min(1.0, max(0.0, lexical))
+    return 1.0 - (1.0 - v) * (1.0 - w)
+
+
+def rank(
+    versions: Mapping[str, FactVersion],
+    cosines: Mapping[str, float],
+    coverages: Mapping[str, float],
+    *,
+    top_k: int,
+    threshold: float,
+) -> list[ScoredFact]:
+    """Scores every version found by either signal; best first, at least `threshold`, at most
+    `top_k`. Ties go to the more recently recorded version."""
+    scored = []
+    for version_id, version in versions.items():
+        vector = max(0.0, cosines.get(version_id, 0.0))
+        lexical = coverages.get(version_id, 0.0)
+        score = fuse(vector, lexical)
+        if score >= threshold:
+            scored.append(ScoredFact(version, score, vector, lexical))
+    scored.sort(key=lambda s: (s.score, s.version.recorded_at), reverse=True)
+    return scored[:top_k]

@@ -1,0 +1,1 @@
+"""The outbox actor: moves committed fact changes into the vector index."""

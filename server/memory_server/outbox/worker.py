@@ -1,0 +1,171 @@
+"""The outbox actor: claims committed fact changes from PostgreSQL and applies them to the
+vector index in batches.
+
+Rows are claimed with FOR UPDATE SKIP LOCKED, so several servers can share the outbox; a
+batch is deleted in the same transaction after the index accepted it, or pushed back with
+exponential back-off if the index (or the embedder) failed. Upserts read the version's
+current state when they are sent, so replays are idempotent and a version erased meanwhile
+simply leaves the index. A crash at any point leaves the rows pending: they are sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from memory_server.memory.ports import Embedder, VectorIndex, VectorRecord
+from memory_server.store.facts import (
+    OutboxBatch,
+    OutboxItem,
+    PostgresFactStore,
+    VectorSource,
+)
+
+log = logging.getLogger(__name__)
+
+
+class OutboxWorker:
+    def __init__(
+        self,
+        store: PostgresFactStore,
+        index: VectorIndex,
+        embedder: Embedder,
+        *,
+        batch_size: int = 256,
+        poll_interval_s: float = 1.0,
+        max_backoff_s: float = 60.0,
+    ) -> None:
+        self._store = store
+        self._index = index
+        self._embedder = embedder
+        self._batch_size = batch_size
+        self._poll_interval_s = poll_interval_s
+        self._max_backoff_s = max_backoff_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.sent = 0  # outbox rows applied to the index
+        self.failures = 0  # batches pushed back
+
+    async def start(self) -> None:
+        if self._task is None and not self._closing:
+            self._task = asyncio.create_task(self._run(), name="outbox")
+
+    async def status(self) -> tuple[int, float]:
+        """(rows waiting, seconds the oldest has waited): the index's lag behind PostgreSQL."""
+        return await self._store.outbox_status()
+
+    def notify(self) -> None:
+        """New rows were committed: look now instead of at the next poll."""
+        self._wake.set()
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """One last drain (bounded by the timeout), then stop. Idempotent, safe before start."""
+        if self._closing:
+            return
+        self._closing = True
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self.drain(), timeout_s)
+        except (TimeoutError, Exception):
+            log.warning("outbox not drained at shutdown; rows stay pending for the next start")
+
+    async def __aenter__(self) -> OutboxWorker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()  # before draining: a notify during the drain is not lost
+            try:
+                await self.drain()
+            except Exception:
+                log.exception("outbox pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll_interval_s)
+
+    async def drain(self) -> int:
+        """Send batches until nothing is due; returns the rows applied."""
+        total = 0
+        while True:
+            applied = await self.send_one_batch()
+            total += applied
+            if applied < self._batch_size:
+                return total
+
+    async def send_one_batch(self) -> int:
+        async with self._store.claim_outbox(self._batch_size) as batch:
+            if not batch.items:
+                return 0
+            try:
+                await self._apply(batch)
+            except Exception as exc:
+                attempts = max(i.attempts for i in batch.items) + 1
+                delay = min(self._max_backoff_s, 0.5 * 2 ** min(attempts, 16))
+                self.failures += 1
+                log.warning(
+                    "vector index batch of %d failed (attempt %d, retry in %.1fs): %s",
+                    len(batch.items),
+                    attempts,
+                    delay,
+                    type(exc).__name__,
+                )
+                await batch.retry(type(exc).__name__, delay)
+                return 0
+            await batch.done()
+        self.sent += len(batch.items)
+        return len(batch.items)
+
+    async def _apply(self, batch: OutboxBatch) -> None:
+        sources = await batch.sources()
+        # A purge must not overtake what was queued before it, nor erase what came after:
+        # send the batch in segments split at each purge.
+        segment: list[OutboxItem] = []
+        for item in batch.items:
+            if item.op == "purge":
+                await self._send(segment, sources)
+                segment = []
+                await self._index.purge_scope(item.scope_hash)
+            else:
+                segment.append(item)
+        await self._send(segment, sources)
+
+    async def _send(self, items: Sequence[OutboxItem], sources: dict[str, VectorSource]) -> None:
+        upserts: dict[str, VectorSource] = {}
+        deletes: set[str] = set()
+        for item in items:
+            source = sources.get(item.version_id)
+            if item.op == "upsert" and source is not None:
+                upserts[item.version_id] = source
+                deletes.discard(item.version_id)
+            else:  # a delete, or an upsert of a version erased since
+                deletes.add(item.version_id)
+                upserts.pop(item.version_id, None)
+        if upserts:
+            ordered = list(upserts.values())
+            vectors = await self._embedder.embed([s.text for s in ordered])
+            await self._index.upsert(
+                [
+                    VectorRecord(
+                        s.version_id,
+                        s.scope_hash,
+                        v,
+                        s.valid_from,
+                        s.valid_to,
+                        s.recorded_at,
+                        s.superseded_at,
+                    )
+                    for s, v in zip(ordered, vectors, strict=True)
+                ]
+            )
+        if deletes:
+            await self._index.delete(sorted(deletes))

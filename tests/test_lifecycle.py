@@ -215,8 +215,10 @@ async def test_sigterm_drains_in_flight_writes(data_dir: Path):
     acknowledged = [r.message.message_id for r in results if isinstance(r, pb.StartTurnResponse)]
     failures = [r for r in results if not isinstance(r, pb.StartTurnResponse)]
     for failure in failures:
+        # Refused after SIGTERM, or cut off when the grace period ran out (a loaded machine):
+        # either way not acknowledged, so nothing is promised about them.
         assert isinstance(failure, grpc.aio.AioRpcError)
-        assert failure.code() == grpc.StatusCode.UNAVAILABLE
+        assert failure.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
     assert acknowledged, "requests in flight at SIGTERM finish"
 
     again = await ServerProcess(data_dir).start()

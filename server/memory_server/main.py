@@ -11,7 +11,6 @@ import signal
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from pathlib import Path
 
 import asyncpg
 import grpc
@@ -31,14 +30,14 @@ from memory_server.memory.extract import RuleExtractor
 from memory_server.memory.ltm import LongTermMemory, LtmSettings
 from memory_server.memory.ports import Summarizer
 from memory_server.memory.reconcile import SimilarityReconciler
+from memory_server.memory.retention import RetentionJob
 from memory_server.memory.summary import ExtractiveSummarizer
 from memory_server.memory.turns import ConversationMemory
 from memory_server.outbox.worker import OutboxWorker
 from memory_server.settings import Settings, SettingsError, settings_from_cli
 from memory_server.store.conversations import PostgresConversationStore
-from memory_server.store.embedded import EmbeddedPostgres, default_data_dir
+from memory_server.store.database import open_database
 from memory_server.store.facts import PostgresFactStore
-from memory_server.store.schema import apply_migrations
 from memory_server.tokens import TiktokenCounter
 
 log = logging.getLogger(__name__)
@@ -65,6 +64,7 @@ class MemoryServer:
         self.index: PgVectorIndex | None = None
         self.outbox: OutboxWorker | None = None
         self.embedder: EmbeddingPool | None = None
+        self.retention: RetentionJob | None = None
 
     async def start(self) -> None:
         try:
@@ -114,23 +114,7 @@ class MemoryServer:
         )
 
     async def _start_memory(self, settings: Settings) -> ConversationMemory:
-        dsn = settings.database_url
-        if not dsn:
-            data_dir = Path(settings.data_dir) if settings.data_dir else default_data_dir()
-            embedded = EmbeddedPostgres(data_dir)
-            dsn = await embedded.start()
-            self._stack.push_async_callback(embedded.close)
-            log.info("embedded PostgreSQL in %s", data_dir)
-        self.database_dsn = dsn
-        pool = await asyncpg.create_pool(
-            dsn,
-            min_size=settings.db_pool_min_size,
-            max_size=settings.db_pool_max_size,
-            command_timeout=settings.request_timeout_seconds,
-        )
-        self._stack.push_async_callback(pool.close)
-        async with pool.acquire() as connection:
-            await apply_migrations(connection)
+        self.database_dsn, pool = await open_database(settings, self._stack)
 
         counter = TiktokenCounter()
         summarizer: Summarizer = ExtractiveSummarizer(counter)
@@ -174,17 +158,7 @@ class MemoryServer:
     ) -> LongTermMemory:
         """The embedding pool, the vector index and the outbox actor. Nothing here loads a
         model or touches the index until a scope has facts."""
-        backend: EmbeddingBackend | AsyncEmbeddingBackend
-        if settings.embedding_base_url:
-            backend = OpenAICompatibleEmbeddings(
-                base_url=settings.embedding_base_url,
-                model=settings.embedding_model,
-                api_key=settings.embedding_api_key or None,
-                dimension=settings.embedding_dimension,
-                timeout_s=settings.request_timeout_seconds,
-            )
-        else:
-            backend = MiniLMBackend()
+        backend = embedding_backend(settings)
         embedder = EmbeddingPool(
             backend,
             max_batch=settings.embedding_batch_size,
@@ -204,6 +178,15 @@ class MemoryServer:
         await self.outbox.start()
         self._stack.push_async_callback(self.outbox.close, settings.shutdown_grace_seconds)
         self.embedder = embedder
+        self.retention = RetentionJob(
+            facts,
+            registry,
+            retention_days=settings.ltm_retention_days,
+            interval_s=settings.retention_interval_seconds,
+            on_change=self.outbox.notify,
+        )
+        await self.retention.start()
+        self._stack.push_async_callback(self.retention.close)
         return LongTermMemory(
             store=facts,
             index=self.index,
@@ -233,6 +216,19 @@ class MemoryServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def embedding_backend(settings: Settings) -> EmbeddingBackend | AsyncEmbeddingBackend:
+    """The configured model; nothing is loaded until the first text is embedded."""
+    if settings.embedding_base_url:
+        return OpenAICompatibleEmbeddings(
+            base_url=settings.embedding_base_url,
+            model=settings.embedding_model,
+            api_key=settings.embedding_api_key or None,
+            dimension=settings.embedding_dimension,
+            timeout_s=settings.request_timeout_seconds,
+        )
+    return MiniLMBackend()
 
 
 async def serve(settings: Settings) -> None:

@@ -59,6 +59,8 @@ class Settings:
     # The outbox actor: rows per vector-index request, and the poll for other servers' rows.
     outbox_batch_size: int = 256
     outbox_poll_seconds: float = 1.0
+    # How often expired facts are closed and old expired facts purged.
+    retention_interval_seconds: float = 3600.0
     db_pool_min_size: int = 2
     db_pool_max_size: int = 10
     # Budget for one RPC when the client sets no deadline.
@@ -90,6 +92,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "embedding_max_wait_ms": (0, 10_000),
     "outbox_batch_size": (1, 10_000),
     "outbox_poll_seconds": (0.01, 3600),
+    "retention_interval_seconds": (1, 7 * 86400),
     "db_pool_min_size": (0, 1000),
     "db_pool_max_size": (1, 1000),
     "request_timeout_seconds": (0.1, 3600),

@@ -9,6 +9,7 @@ on first use, so a server whose users have no facts never touches it.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Sequence
 
@@ -83,6 +84,13 @@ class PgVectorIndex:
                     )
             self._ready = True
 
+    async def reset(self) -> None:
+        """Drops every vector (re-embedding): the table is made again, at the embedder's
+        dimension, on next use."""
+        async with self._lock:
+            await self._pool.execute(f"DROP TABLE IF EXISTS {_TABLE}")
+            self._ready = False
+
     async def upsert(self, records: Sequence[VectorRecord]) -> None:
         if not records:
             return
@@ -152,6 +160,18 @@ class PgVectorIndex:
                 f"SELECT count(*) FROM {_TABLE} WHERE scope_hash = $1", scope_hash
             )
         )
+
+    async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
+        if not version_ids:
+            return {}
+        await self._ensure()
+        rows = await self._pool.fetch(
+            f"SELECT version_id, embedding::text AS v FROM {_TABLE} "
+            "WHERE version_id = ANY($1::uuid[])",
+            [uuid.UUID(v) for v in version_ids],
+        )
+        # pgvector's text form is a JSON array.
+        return {str(r["version_id"]): json.loads(r["v"]) for r in rows}
 
     async def version_ids(self, scope_hash: str) -> set[str]:
         """Every version the index holds for the scope (for convergence checks)."""

@@ -21,6 +21,7 @@ from memory_server.memory.facts import (
     FactKind,
     FactVersion,
     HistoryEvent,
+    LiveFact,
     Provenance,
     ReconciledCandidate,
 )
@@ -153,6 +154,10 @@ class LongTermMemory:
             for s in relevant
             if s.version.version_id not in shown
         ]
+        try:
+            await self._store.touch(scope, [f.fact_id for f in facts])
+        except Exception as exc:  # counters only: the turn goes on without them
+            log.warning("could not record recall: %s", type(exc).__name__)
         return LongTermSection(facts)
 
     # --- learning ----------------------------------------------------------------------------
@@ -198,12 +203,25 @@ class LongTermMemory:
         )
         if not candidates:
             return []
-        decisions = await self._reconciler.reconcile(candidates, live)
+        decisions = await self._reconciler.reconcile(
+            candidates, live, live_vectors=await self._known_vectors(live)
+        )
         return await self._apply(
             turn.scope,
             decisions,
             Provenance(turn.conversation_id, turn.user_message_id, self._extractor.name),
         )
+
+    async def _known_vectors(self, live: Sequence[LiveFact]) -> dict[str, list[float]]:
+        """Vectors the index already has for the live facts, so reconciliation embeds only
+        the candidates; an index that cannot answer just means embedding them again."""
+        if not live:
+            return {}
+        try:
+            return await self._index.vectors([f.version_id for f in live])
+        except Exception as exc:
+            log.warning("live fact vectors unavailable, embedding instead: %s", type(exc).__name__)
+            return {}
 
     async def _apply(
         self, scope: Scope, decisions: Sequence[ReconciledCandidate], provenance: Provenance

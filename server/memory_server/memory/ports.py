@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar
@@ -214,8 +214,15 @@ class Reconciler(Protocol):
     """Decides ADD / UPDATE / DELETE / NONE for each candidate against the scope's live facts."""
 
     async def reconcile(
-        self, candidates: Sequence[Candidate], live: Sequence[LiveFact]
-    ) -> list[ReconciledCandidate]: ...
+        self,
+        candidates: Sequence[Candidate],
+        live: Sequence[LiveFact],
+        *,
+        live_vectors: Mapping[str, Sequence[float]] | None = None,
+    ) -> list[ReconciledCandidate]:
+        """`live_vectors`: vectors the index already holds, by version id, so that live facts
+        need not be embedded again (any missing are embedded)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +271,10 @@ class VectorIndex(Protocol):
 
     async def count(self, scope_hash: str) -> int: ...
 
+    async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of these versions (absent ones are left out)."""
+        ...
+
 
 class FactStore(Protocol):
     """Facts of one scope at a time: bitemporal versions, history, and (inside `apply` and
@@ -302,3 +313,11 @@ class FactStore(Protocol):
     ) -> list[AppliedChange]: ...
 
     async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]: ...
+
+    async def touch(self, scope: Scope, fact_ids: Sequence[str]) -> None: ...
+
+    async def stale_scopes(self, cutoff: datetime) -> list[Scope]: ...
+
+    async def expire(self, scope: Scope, cutoff: datetime) -> int: ...
+
+    async def purge_expired(self, cutoff: datetime) -> int: ...

@@ -22,13 +22,21 @@ from memory_server.memory.reconcile import normalise, shape_of
 
 # Slots (memory.reconcile) that describe how the assistant should answer.
 _ANSWER_STYLE_SLOTS = frozenset({"language", "verbosity", "format", "tone", "units"})
+# The extractor's form of an instruction, and the imperative a person types into AddFact.
+_INSTRUCTION_OPENINGS = (
+    "wants the assistant to ",
+    "always ",
+    "never ",
+    "please always ",
+    "please never ",
+)
 
 
 def is_standing_instruction(text: str) -> bool:
     """An instruction about how to answer ("Wants the assistant to always answer in French",
     "Prefers concise bullet points") applies to every later turn, whatever the question, so
     recall includes it even when the question shares no words with it."""
-    if normalise(text).startswith("wants the assistant to"):
+    if normalise(text).startswith(_INSTRUCTION_OPENINGS):
         return True
     return bool(_ANSWER_STYLE_SLOTS & shape_of(text).slots.keys())
 

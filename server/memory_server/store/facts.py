@@ -320,6 +320,74 @@ class PostgresFactStore:
             await w.evict_over(max_live)
         return applied
 
+    async def touch(self, scope: Scope, fact_ids: Sequence[str]) -> None:
+        """Recalled into a turn: counts for retention and eviction."""
+        if not fact_ids:
+            return
+        await self._pool.execute(
+            f"""UPDATE facts SET last_seen_at = now(), recall_count = recall_count + 1
+                WHERE id = ANY($3::uuid[]) AND scope_id = {_SCOPE_ID}""",
+            scope.username,
+            scope.graphname,
+            [uuid.UUID(f) for f in fact_ids],
+        )
+
+    async def stale_scopes(self, cutoff: datetime) -> list[Scope]:
+        """Scopes holding live facts not stated again or recalled since `cutoff`."""
+        rows = await self._pool.fetch(
+            f"""SELECT DISTINCT s.username, s.graphname
+                FROM facts f JOIN scopes s ON s.id = f.scope_id
+                JOIN fact_versions v ON v.fact_id = f.id AND {_LIVE}
+                WHERE f.last_seen_at < $1""",
+            cutoff,
+        )
+        return [Scope(r["username"], r["graphname"]) for r in rows]
+
+    async def expire(self, scope: Scope, cutoff: datetime) -> int:
+        """Closes (transaction time) the scope's live facts unseen since `cutoff`."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                f"""SELECT f.id, f.scope_id, s.scope_hash FROM facts f
+                    JOIN scopes s ON s.id = f.scope_id
+                    JOIN fact_versions v ON v.fact_id = f.id AND {_LIVE}
+                    WHERE s.username = $1 AND s.graphname = $2 AND f.last_seen_at < $3""",
+                scope.username,
+                scope.graphname,
+                cutoff,
+            )
+            for row in rows:
+                writer = _Writer(
+                    conn, row["scope_id"], row["scope_hash"], Provenance(extractor="retention")
+                )
+                await writer.delete(str(row["id"]), ended=False, event="EXPIRE")
+        return len(rows)
+
+    async def purge_expired(self, cutoff: datetime) -> int:
+        """Erases facts that expired before `cutoff` (versions, history, vectors)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                f"""SELECT f.id FROM facts f
+                    WHERE NOT EXISTS (SELECT 1 FROM fact_versions v
+                                      WHERE v.fact_id = f.id AND {_LIVE})
+                      AND (SELECT h.event FROM fact_history h WHERE h.fact_id = f.id
+                           ORDER BY h.id DESC LIMIT 1) = 'EXPIRE'
+                      AND (SELECT max(h.at) FROM fact_history h WHERE h.fact_id = f.id)
+                          < $1""",
+                cutoff,
+            )
+            ids = [r["id"] for r in rows]
+            if not ids:
+                return 0
+            await conn.execute(
+                """INSERT INTO vector_outbox (scope_hash, op, version_id)
+                   SELECT s.scope_hash, 'delete', v.id FROM fact_versions v
+                   JOIN scopes s ON s.id = v.scope_id WHERE v.fact_id = ANY($1::uuid[])""",
+                ids,
+            )
+            await conn.execute("DELETE FROM fact_history WHERE fact_id = ANY($1::uuid[])", ids)
+            await conn.execute("DELETE FROM facts WHERE id = ANY($1::uuid[])", ids)
+        return len(ids)
+
     async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]:
         """Erasure: removes facts, versions, history and outbox rows of the scope (and its
         conversations, messages and summaries if asked), and queues a purge of its vectors."""
@@ -395,7 +463,8 @@ class PostgresFactStore:
             raise EmbeddingModelMismatch(
                 f"the stored vectors were made with {row['model_name']} "
                 f"({row['dimension']} dimensions), not {model_name} ({dimension}); "
-                "re-embed them or configure the original model"
+                "run `python -m memory_server.admin reembed` with the new model's settings, "
+                "or configure the original model"
             )
 
 

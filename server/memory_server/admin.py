@@ -1,0 +1,76 @@
+"""Administrative commands: `python -m memory_server.admin COMMAND [settings flags]`.
+
+  reembed   Switch the stored vectors to the configured embedding model: records the new model,
+            empties the vector index and queues every fact version for the outbox, which
+            embeds them again once a server runs. Fact text and history are untouched.
+
+Settings come from the same places as the server's (--config, GRAPHRAG_MEMORY_*, flags).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+
+from memory_server.index.pgvector import PgVectorIndex
+from memory_server.main import embedding_backend
+from memory_server.settings import Settings, SettingsError, settings_from_cli
+from memory_server.store.database import open_database
+
+log = logging.getLogger(__name__)
+
+
+async def reembed(settings: Settings) -> int:
+    """Returns how many fact versions were queued for embedding."""
+    backend = embedding_backend(settings)
+    async with AsyncExitStack() as stack:
+        _, pool = await open_database(settings, stack)
+        await PgVectorIndex(pool, backend.dimension).reset()
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM embedding_model")
+            await conn.execute(
+                "INSERT INTO embedding_model (model_name, dimension) VALUES ($1, $2)",
+                backend.model_name,
+                backend.dimension,
+            )
+            await conn.execute("DELETE FROM vector_outbox WHERE op <> 'purge'")
+            status = await conn.execute(
+                """INSERT INTO vector_outbox (scope_hash, op, version_id)
+                   SELECT s.scope_hash, 'upsert', v.id FROM fact_versions v
+                   JOIN scopes s ON s.id = v.scope_id ORDER BY v.recorded_at"""
+            )
+    queued = int(status.rsplit(" ", 1)[-1])
+    log.info(
+        "re-embedding %d fact versions with %s (%d dimensions)",
+        queued,
+        backend.model_name,
+        backend.dimension,
+    )
+    return queued
+
+
+def cli(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in ("reembed",):
+        sys.stderr.write("usage: python -m memory_server.admin reembed [settings flags]\n")
+        raise SystemExit(2)
+    try:
+        settings = settings_from_cli(args[1:], os.environ)
+    except SettingsError as exc:
+        sys.stderr.write(f"configuration error: {exc}\n")
+        raise SystemExit(2) from None
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    queued = asyncio.run(reembed(settings))
+    sys.stdout.write(f"queued {queued} fact versions for re-embedding\n")
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,81 @@
+"""Retention: facts nobody stated again or recalled for `ltm_retention_days` expire.
+
+Expiry closes the fact's live version (transaction time), on the scope's actor so it never
+races with a turn's reconciliation; as-of queries before that moment still see it. A fact
+that stayed expired for `purge_after_days` more is erased with its versions, history and
+vectors. (Past `max_facts_per_scope`, the store evicts the least recently seen facts as
+new ones arrive: see PostgresFactStore.apply.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from memory_server.memory.ports import FactStore, ScopeExecutor
+
+log = logging.getLogger(__name__)
+
+
+class RetentionJob:
+    def __init__(
+        self,
+        store: FactStore,
+        executor: ScopeExecutor,
+        *,
+        retention_days: int,
+        interval_s: float,
+        purge_after_days: int = 30,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._executor = executor
+        self._retention = timedelta(days=retention_days)
+        self._purge_after = timedelta(days=purge_after_days)
+        self._interval_s = interval_s
+        self._on_change = on_change
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.expired = 0
+        self.purged = 0
+
+    async def run_once(self, now: datetime | None = None) -> tuple[int, int]:
+        """One pass over every scope; returns (facts expired, facts purged)."""
+        now = now or datetime.now(UTC)
+        cutoff = now - self._retention
+        expired = 0
+        for scope in await self._store.stale_scopes(cutoff):
+            expired += await self._executor.run(
+                scope,
+                lambda scope=scope: self._store.expire(scope, cutoff),  # type: ignore[misc]
+            )
+        purged = await self._store.purge_expired(now - self._purge_after)
+        if expired or purged:
+            log.info("retention: %d facts expired, %d purged", expired, purged)
+            self._on_change()
+        self.expired += expired
+        self.purged += purged
+        return expired, purged
+
+    async def start(self) -> None:
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(self._run(), name="retention")
+
+    async def close(self) -> None:
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("retention pass failed")
+            await asyncio.sleep(self._interval_s)

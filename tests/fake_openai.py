@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +21,9 @@ class FakeLLM:
     requests: list[dict[str, Any]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
     port: int = 0
+    # Optional: the reply content for a request body (overrides `reply`), for endpoints that
+    # serve several callers, e.g. the summarizer, the extractor and the reconciler.
+    responder: Callable[[dict[str, Any]], str] | None = None
 
     @property
     def base_url(self) -> str:
@@ -59,6 +62,8 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 self._send(200, b"<html>not json{{")
             else:
                 content = "" if state.mode == "empty" else state.reply
+                if state.responder is not None and state.mode == "ok":
+                    content = state.responder(body)
                 completion = {
                     "id": "chatcmpl-1",
                     "object": "chat.completion",

@@ -258,6 +258,16 @@ async def test_forget_scope_erases_everything(memory: RunningServer, scope: dict
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+async def test_retracting_what_was_never_said_changes_nothing(
+    memory: RunningServer, scope: dict[str, str]
+):
+    await memory.stub.AddFact(pb.AddFactRequest(**scope, text="Works in the fraud team"))
+    await _turn(memory, scope, new_id(), "Forget that I like jazz.", "Done.")
+    assert [f.text for f in await _live(memory, scope)] == ["Works in the fraud team"]
+    await _turn(memory, scope, new_id(), "I like jazz. Forget that I like jazz.", "Done.")
+    assert [f.text for f in await _live(memory, scope)] == ["Works in the fraud team"]
+
+
 async def test_background_extraction_lands_after_the_reply(
     start_server: ServerFactory, scope: dict[str, str]
 ):

@@ -28,7 +28,7 @@ from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.index.pgvector import PgVectorIndex
 from memory_server.memory.extract import RuleExtractor
 from memory_server.memory.ltm import LongTermMemory, LtmSettings
-from memory_server.memory.ports import Summarizer
+from memory_server.memory.ports import Extractor, Reconciler, Summarizer
 from memory_server.memory.reconcile import SimilarityReconciler
 from memory_server.memory.retention import RetentionJob
 from memory_server.memory.summary import ExtractiveSummarizer
@@ -187,12 +187,39 @@ class MemoryServer:
         )
         await self.retention.start()
         self._stack.push_async_callback(self.retention.close)
+        extractor: Extractor = RuleExtractor()
+        reconciler: Reconciler = SimilarityReconciler(embedder)
+        fallback_extractor: Extractor | None = None
+        if settings.llm_base_url:
+            # mem0 extracts and one LLM call reconciles; both fall back to the rules when the
+            # endpoint fails. mem0 itself is imported on the first extraction.
+            from memory_server.extraction.llm_reconciler import LLMReconciler
+            from memory_server.extraction.mem0_extractor import Mem0Extractor
+
+            mem0 = Mem0Extractor(
+                settings.llm_base_url,
+                settings.llm_model,
+                settings.llm_api_key or None,
+                embedder,
+                settings.llm_timeout_seconds,
+            )
+            self._stack.push_async_callback(mem0.close)
+            llm_reconciler = LLMReconciler(
+                settings.llm_base_url,
+                settings.llm_model,
+                settings.llm_api_key or None,
+                settings.llm_timeout_seconds,
+                fallback=reconciler,
+            )
+            self._stack.push_async_callback(llm_reconciler.close)
+            extractor, fallback_extractor, reconciler = mem0, extractor, llm_reconciler
         return LongTermMemory(
             store=facts,
             index=self.index,
             embedder=embedder,
-            extractor=RuleExtractor(),
-            reconciler=SimilarityReconciler(embedder),
+            extractor=extractor,
+            fallback_extractor=fallback_extractor,
+            reconciler=reconciler,
             secrets=DetectSecretsFilter(),
             executor=registry,
             settings=LtmSettings(

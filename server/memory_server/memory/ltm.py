@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
-from memory_server.memory.errors import InvalidArgument, NotFound
+from memory_server.memory.errors import InvalidArgument, NotFound, Unavailable
 from memory_server.memory.facts import (
     AppliedChange,
     Candidate,
@@ -76,8 +76,10 @@ class LongTermMemory:
         executor: ScopeExecutor,
         settings: LtmSettings,
         on_change: Callable[[], None] = lambda: None,
+        fallback_extractor: Extractor | None = None,
     ) -> None:
         self._store = store
+        self._fallback_extractor = fallback_extractor
         self._index = index
         self._embedder = embedder
         self._extractor = extractor
@@ -198,9 +200,22 @@ class LongTermMemory:
         if not user.text.strip():
             return []
         live = await self._store.live_facts(turn.scope)
-        candidates = await self._extractor.extract(
-            ExtractionInput(user.text, assistant.text, recalled=[f.text for f in live])
-        )
+        turn_input = ExtractionInput(user.text, assistant.text, recalled=[f.text for f in live])
+        extractor = self._extractor
+        try:
+            candidates = await extractor.extract(turn_input)
+        except Unavailable as exc:
+            if self._fallback_extractor is None:
+                raise
+            # An LLM outage must not lose the turn's facts: the rules still see the obvious.
+            log.warning(
+                "extractor %s unavailable (%s); using %s",
+                extractor.name,
+                exc,
+                self._fallback_extractor.name,
+            )
+            extractor = self._fallback_extractor
+            candidates = await extractor.extract(turn_input)
         if not candidates:
             return []
         decisions = await self._reconciler.reconcile(
@@ -209,7 +224,7 @@ class LongTermMemory:
         return await self._apply(
             turn.scope,
             decisions,
-            Provenance(turn.conversation_id, turn.user_message_id, self._extractor.name),
+            Provenance(turn.conversation_id, turn.user_message_id, extractor.name),
         )
 
     async def _known_vectors(self, live: Sequence[LiveFact]) -> dict[str, list[float]]:

@@ -294,18 +294,23 @@ class SimilarityReconciler:
             me = _entry("", candidate.kind, candidate.text, vectors[candidate.text], index)
             sims = [_cosine(me, e) for e in entries]
             if candidate.retraction:
-                decisions.append(self._retract(candidate, me, entries, sims))
+                decisions.append(self._retract(candidate, me, entries, sims, decisions))
             else:
                 decisions.append(self._assert(candidate, me, entries, sims, decisions))
         return decisions
 
     def _retract(
-        self, candidate: Candidate, me: _Entry, entries: list[_Entry], sims: list[float]
+        self,
+        candidate: Candidate,
+        me: _Entry,
+        entries: list[_Entry],
+        sims: list[float],
+        decisions: list[ReconciledCandidate],
     ) -> ReconciledCandidate:
         best = _best(
             (s if e.key != me.key else 2.0, e)
             for e, s in zip(entries, sims, strict=True)
-            if e.fact_id and not _opposed(me.shape, e.shape)
+            if (e.fact_id or e.added_by >= 0) and not _opposed(me.shape, e.shape)
         )
         if best is None or best[0] < self._related_at:
             return ReconciledCandidate(Decision.NONE, candidate)
@@ -313,6 +318,10 @@ class SimilarityReconciler:
         if target.deleted:  # retracted twice in one turn: do not pick a next-best victim
             return ReconciledCandidate(Decision.NONE, candidate, target.fact_id)
         target.deleted = True
+        if not target.fact_id:  # said and taken back in one turn: store neither
+            earlier = decisions[target.added_by]
+            decisions[target.added_by] = ReconciledCandidate(Decision.NONE, earlier.candidate)
+            return ReconciledCandidate(Decision.NONE, candidate)
         return ReconciledCandidate(Decision.DELETE, candidate, target.fact_id)
 
     def _assert(

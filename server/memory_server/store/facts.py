@@ -314,8 +314,9 @@ class PostgresFactStore:
                         item.target_fact_id, ended=ended or candidate.change, event="DELETE"
                     )
                     applied.append(AppliedChange(Decision.DELETE, item.target_fact_id, ""))
-                else:
-                    await w.confirm(item.target_fact_id)
+                else:  # NONE: already known (or, without a target, nothing to retract)
+                    if item.target_fact_id:
+                        await w.confirm(item.target_fact_id)
                     applied.append(AppliedChange(Decision.NONE, item.target_fact_id, ""))
             await w.evict_over(max_live)
         return applied

@@ -4,12 +4,21 @@ On LoCoMo turn retrieval, lexical matching beats MiniLM vectors (R@10 58.4 vs 51
 finds hits the other misses, so both vote. The fusion is a probabilistic OR of two scores that
 are each in [0, 1]:
 
-    vector  = max(0, cosine)
-    lexical = share of the query's distinct stemmed words the fact contains
-    score   = 1 - (1 - vector) * (1 - lexical)
+    vector   = max(0, cosine)
+    coverage = idf-weighted share of the query's distinct stemmed words the fact contains
+               (store.facts.lexical: BM25 idf over the scope's facts believed at as-of)
+    lexical  = 1 - (1 - coverage)^2
+    score    = 1 - (1 - vector) * (1 - lexical)
 
 so a fact scores high when either signal is strong, higher when both are, and a threshold such
 as `ltm_score_threshold` = 0.7 keeps one meaning for every query.
+
+Lexical evidence votes twice in the OR (the square): ranking-wise that is
+1 - sqrt(1 - vector) * (1 - coverage), i.e. the vector vote weighs half as much, because lexical
+matching is the stronger signal (above). It also keeps the threshold's meaning: idf weighting
+lowers coverage wherever a query's common words (a speaker's name) match, so without the square
+the default 0.7 would pass fewer of the facts a question needs than plain coverage did; with it,
+more pass, and about as many unrelated ones (bench/locomo_recall.py, bench/README.md).
 """
 
 from __future__ import annotations
@@ -49,6 +58,12 @@ class ScoredFact:
     lexical_score: float
 
 
+def lexical_evidence(coverage: float) -> float:
+    """The lexical vote from the idf-weighted coverage: counted twice in the OR, in [0, 1]."""
+    c = min(1.0, max(0.0, coverage))
+    return 1.0 - (1.0 - c) * (1.0 - c)
+
+
 def fuse(vector: float, lexical: float) -> float:
     v = min(1.0, max(0.0, vector))
     w = min(1.0, max(0.0, lexical))
@@ -68,7 +83,7 @@ def rank(
     scored = []
     for version_id, version in versions.items():
         vector = max(0.0, cosines.get(version_id, 0.0))
-        lexical = coverages.get(version_id, 0.0)
+        lexical = lexical_evidence(coverages.get(version_id, 0.0))
         score = fuse(vector, lexical)
         if score >= threshold:
             scored.append(ScoredFact(version, score, vector, lexical))

@@ -193,21 +193,43 @@ class PostgresFactStore:
     async def lexical(
         self, scope: Scope, query: str, k: int, as_of: AsOf
     ) -> list[tuple[str, float]]:
-        """Versions believed at `as_of` sharing words with the query, with the share of the
-        query's distinct stemmed words each contains (in [0, 1])."""
+        """Versions believed at `as_of` sharing words with the query, with the idf-weighted
+        share of the query's distinct stemmed words each contains, in (0, 1].
+
+        A word's weight is its BM25 idf, ln(1 + (N - df + 0.5) / (df + 0.5)), over the N
+        versions of the scope believed at `as_of` (df of them contain it): a word most facts
+        contain (a speaker's name) says little, a rare one much, and a query word no fact
+        contains weighs most, so a fact covering only the common part of a query scores low.
+        """
+        believed = _BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")
         rows = await self._pool.fetch(
             f"""
-            WITH q AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words)
-            SELECT v.id,
-                   (SELECT count(*) FROM unnest(q.words) w
-                    WHERE w = ANY(tsvector_to_array(v.lexemes)))::float8
-                   / greatest(cardinality(q.words), 1) AS coverage
-            FROM fact_versions v, q
-            WHERE v.scope_id = {_SCOPE_ID}
-              AND cardinality(q.words) > 0
-              AND v.lexemes @@ to_tsquery('english', array_to_string(q.words, ' | '))
-              AND {_BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")}
-            ORDER BY coverage DESC, v.recorded_at DESC
+            WITH q AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words),
+            matched AS MATERIALIZED (
+                SELECT v.id, v.recorded_at,
+                       ARRAY(SELECT w FROM unnest(q.words) w
+                             WHERE w = ANY(tsvector_to_array(v.lexemes))) AS hits
+                FROM fact_versions v, q
+                WHERE v.scope_id = {_SCOPE_ID}
+                  AND cardinality(q.words) > 0
+                  AND v.lexemes @@ to_tsquery('english', array_to_string(q.words, ' | '))
+                  AND {believed}
+            ),
+            n AS (
+                SELECT count(*)::float8 AS n FROM fact_versions v
+                WHERE v.scope_id = {_SCOPE_ID} AND {believed}
+            ),
+            idf AS (
+                SELECT d.w, ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+                FROM (SELECT w, (SELECT count(*) FROM matched m WHERE w = ANY(m.hits)) AS df
+                      FROM q, unnest(q.words) w) d, n
+            ),
+            total AS (SELECT sum(idf) AS idf FROM idf)
+            SELECT m.id,
+                   least(1.0, (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE i.w = ANY(m.hits))
+                              / total.idf) AS coverage
+            FROM matched m, total
+            ORDER BY coverage DESC, m.recorded_at DESC
             LIMIT $4
             """,
             scope.username,

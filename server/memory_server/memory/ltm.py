@@ -165,10 +165,24 @@ class LongTermMemory:
     # --- learning ----------------------------------------------------------------------------
 
     async def learn(self, turn: LearnInput) -> list[AppliedChange]:
-        """Scrub, extract, reconcile and apply, on the scope's actor."""
+        """Scrub and extract beside the actor (an LLM call may take seconds, and the user's
+        next write must not wait for it), then reconcile and apply on the scope's actor,
+        against the live facts as they are at that moment."""
+        extracted = await self._extract(turn)
+        if extracted is None:
+            return []
+        candidates, extractor_name = extracted
 
         async def job() -> list[AppliedChange]:
-            return await self._learn(turn)
+            live = await self._store.live_facts(turn.scope)
+            decisions = await self._reconciler.reconcile(
+                candidates, live, live_vectors=await self._known_vectors(live)
+            )
+            return await self._apply(
+                turn.scope,
+                decisions,
+                Provenance(turn.conversation_id, turn.user_message_id, extractor_name),
+            )
 
         return await self._executor.run(turn.scope, job)
 
@@ -190,7 +204,8 @@ class LongTermMemory:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _learn(self, turn: LearnInput) -> list[AppliedChange]:
+    async def _extract(self, turn: LearnInput) -> tuple[list[Candidate], str] | None:
+        """(candidates, extractor name), or None when the turn holds nothing to learn."""
         user = self._secrets.scrub(turn.user_text)
         assistant = self._secrets.scrub(turn.assistant_text)
         found = user.secrets_found + assistant.secrets_found
@@ -198,7 +213,7 @@ class LongTermMemory:
             self.secrets_dropped += found
             log.info("dropped %d secret(s) before extraction", found)
         if not user.text.strip():
-            return []
+            return None
         live = await self._store.live_facts(turn.scope)
         turn_input = ExtractionInput(user.text, assistant.text, recalled=[f.text for f in live])
         extractor = self._extractor
@@ -216,16 +231,7 @@ class LongTermMemory:
             )
             extractor = self._fallback_extractor
             candidates = await extractor.extract(turn_input)
-        if not candidates:
-            return []
-        decisions = await self._reconciler.reconcile(
-            candidates, live, live_vectors=await self._known_vectors(live)
-        )
-        return await self._apply(
-            turn.scope,
-            decisions,
-            Provenance(turn.conversation_id, turn.user_message_id, extractor.name),
-        )
+        return (candidates, extractor.name) if candidates else None
 
     async def _known_vectors(self, live: Sequence[LiveFact]) -> dict[str, list[float]]:
         """Vectors the index already has for the live facts, so reconciliation embeds only

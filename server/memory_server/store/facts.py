@@ -204,15 +204,22 @@ class PostgresFactStore:
         believed = _BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")
         rows = await self._pool.fetch(
             f"""
-            WITH q AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words),
+            WITH w AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words),
+            -- The OR query is built once: inside the row filter PostgreSQL would parse and
+            -- stem it again for every row of the scope (to_tsquery is only STABLE).
+            q AS MATERIALIZED (
+                SELECT words,
+                       CASE WHEN cardinality(words) > 0
+                            THEN to_tsquery('english', array_to_string(words, ' | ')) END AS tsq
+                FROM w
+            ),
             matched AS MATERIALIZED (
                 SELECT v.id, v.recorded_at,
                        ARRAY(SELECT w FROM unnest(q.words) w
                              WHERE w = ANY(tsvector_to_array(v.lexemes))) AS hits
                 FROM fact_versions v, q
                 WHERE v.scope_id = {_SCOPE_ID}
-                  AND cardinality(q.words) > 0
-                  AND v.lexemes @@ to_tsquery('english', array_to_string(q.words, ' | '))
+                  AND v.lexemes @@ q.tsq
                   AND {believed}
             ),
             n AS (

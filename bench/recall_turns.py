@@ -1,0 +1,263 @@
+"""StartTurn with long-term recall on 1,000-fact scopes vs the floor of one embedding + one
+PostgreSQL query, measured in the same run at the same concurrency. See bench/README.md.
+
+    .venv/bin/python bench/recall_turns.py [--duration-s 10] [--concurrency 1,16,64]
+        [--facts 1000] [--scopes 16] [--json-out bench/results/recall_turns.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psutil
+from recall_load import RecallOptions
+from serverproc import BenchServer
+
+PY_SPY = Path(sys.executable).with_name("py-spy")
+PHASES = ("health", "floor", "floor-knn", "recall", "stm")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--duration-s", type=float, default=10.0, help="measured seconds per phase")
+    p.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds first")
+    p.add_argument("--concurrency", default="1,16,64", help="calls in flight, comma-separated")
+    p.add_argument("--facts", type=int, default=1000, help="live facts per seeded scope")
+    p.add_argument("--scopes", type=int, default=16, help="seeded scopes (workers spread)")
+    p.add_argument("--seed-turns", type=int, default=10, help="prior turns per conversation")
+    p.add_argument("--phases", default=",".join(PHASES), help="which phases, comma-separated")
+    p.add_argument("--server-arg", action="append", default=[], help="extra server flag")
+    p.add_argument("--profile-dir", type=Path, help="py-spy the server in each recall window")
+    p.add_argument("--json-out", type=Path, default=Path("bench/results/recall_turns.json"))
+    # Internal: run one scenario as the driver (its own process).
+    p.add_argument("--drive", help=argparse.SUPPRESS)
+    p.add_argument("--target", default="", help=argparse.SUPPRESS)
+    p.add_argument("--dsn", default="", help=argparse.SUPPRESS)
+    p.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def run_phase(
+    server: BenchServer, args: argparse.Namespace, dsn: str, scenario: str, n: int
+) -> dict[str, Any]:
+    """One phase in a fresh driver process; CPU of server, PostgreSQL and driver is sampled at
+    the driver's measure_start/measure_end marks (as in turns.py)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--drive", scenario]
+    command += ["--target", server.address, "--dsn", dsn, "--tag", args.tag]
+    command += ["--concurrency", str(n)]
+    for flag in ("duration_s", "warmup_s", "facts", "scopes", "seed_turns"):
+        command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    marks: dict[str, tuple[float, dict[str, float]]] = {}
+    result: dict[str, Any] | None = None
+    try:
+        client = psutil.Process(driver.pid)
+        assert driver.stdout is not None
+        for line in driver.stdout:
+            event = json.loads(line)
+            if event["event"] == "result":
+                result = event | {"scenario": scenario}  # loadgen calls Health/Check "floor"
+                continue
+            cpu = server.cpu_seconds()
+            t = client.cpu_times()
+            cpu["client"] = t.user + t.system
+            cpu["machine"] = machine_busy_seconds()
+            marks[event["event"]] = (time.monotonic(), cpu)
+            if event["event"] == "measure_start" and scenario == "recall" and args.profile_dir:
+                profile(server, args, n)
+        if driver.wait() != 0 or result is None:
+            raise RuntimeError(f"driver for {scenario}@{n} failed (exit {driver.returncode})")
+    finally:
+        if driver.poll() is None:
+            driver.terminate()
+            driver.wait(10)
+    if "measure_start" in marks:
+        (t0, cpu0), (t1, cpu1) = marks["measure_start"], marks["measure_end"]
+        used = {k: round((cpu1[k] - cpu0[k]) / (t1 - t0) * 100) for k in cpu0}
+        # Whatever else ran on the machine meanwhile (another benchmark would distort this one).
+        used["other"] = used.pop("machine") - used["server"] - used["postgres"] - used["client"]
+        result["cpu_percent"] = used
+    return result
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent busy since boot."""
+    t = psutil.cpu_times()
+    idle = (
+        t.idle
+        + getattr(t, "iowait", 0.0)
+        + getattr(t, "guest", 0.0)
+        + getattr(t, "guest_nice", 0.0)
+    )
+    return float(sum(t) - idle)
+
+
+def profile(server: BenchServer, args: argparse.Namespace, n: int) -> None:
+    """py-spy (raw, 200 Hz, non-blocking) on the server for most of the measured window."""
+    assert server.process is not None and args.profile_dir is not None
+    args.profile_dir.mkdir(parents=True, exist_ok=True)
+    command = [str(PY_SPY), "record", "--pid", str(server.process.pid), "--rate", "200"]
+    command += ["--duration", str(max(1, int(args.duration_s) - 1)), "--format", "raw"]
+    command += ["--nonblocking", "--output", str(args.profile_dir / f"server-recall-{n}.txt")]
+    subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def server_dsn(server: BenchServer) -> str:
+    """The server's embedded PostgreSQL, from its postmaster.pid (read-only: no pgserver
+    handle is taken, so the server alone decides when PostgreSQL stops)."""
+    with warnings.catch_warnings():  # pgserver warns at import when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        from pgserver.utils import PostmasterInfo
+    info = PostmasterInfo.read_from_pgdata(server.data_dir / "pgdata")
+    if info is None:
+        raise RuntimeError("the server's PostgreSQL has no postmaster.pid")
+    return str(info.get_uri(database="graphrag_memory"))
+
+
+def find(phases: list[dict[str, Any]], scenario: str, n: int) -> dict[str, Any] | None:
+    return next((p for p in phases if p["scenario"] == scenario and p["concurrency"] == n), None)
+
+
+def only(phase: dict[str, Any] | None) -> dict[str, Any]:
+    """The phase's one measured call (each phase measures one)."""
+    return next(iter(phase["rpcs"].values())) if phase and phase["rpcs"] else {}
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a is not None and b else None
+
+
+def ratios(phases: list[dict[str, Any]], levels: list[int]) -> list[dict[str, Any]]:
+    out = []
+    for n in levels:
+        r = only(find(phases, "recall", n))
+        row: dict[str, Any] = {"concurrency": n}
+        for base in ("floor", "floor-knn", "health", "stm"):
+            b = only(find(phases, base, n))
+            for q in ("p50_ms", "p99_ms"):
+                row[f"{q[:3]}_over_{base}"] = ratio(r.get(q), b.get(q))
+        out.append(row)
+    return out
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    s = report["seed"]
+    if s:
+        print(
+            f"\nSeed: {s['scopes']} scopes x {s['facts_per_scope']} live facts "
+            f"({s['standing_per_scope']} standing each) via AddFact at {s['add_fact_per_s']}/s; "
+            f"indexed after {s['indexed_s']} s; vectors {s['vectors']}"
+        )
+    head = f"{'phase':<10}{'conc':>5}  {'measured':<26}{'ok/s':>8}{'p50 ms':>9}{'p95 ms':>9}"
+    head += f"{'p99 ms':>9}{'max ms':>9}  {'errors':<8}cpu% srv/pg/cli/other"
+    print("\n" + head + "\n" + "-" * len(head))
+    for phase in report["phases"]:
+        cpu = phase.get("cpu_percent", {})
+        cpu_text = "/".join(str(cpu.get(k)) for k in ("server", "postgres", "client", "other"))
+        for name, m in phase["rpcs"].items():
+            errors = ",".join(f"{k}={v}" for k, v in m["errors"].items()) or "0"
+            print(
+                f"{phase['scenario']:<10}{phase['concurrency']:>5}  {name:<26}"
+                f"{m['throughput_per_s']:>8.1f}{fmt(m['p50_ms']):>9}{fmt(m['p95_ms']):>9}"
+                f"{fmt(m['p99_ms']):>9}{fmt(m['max_ms']):>9}  {errors:<8}{cpu_text}"
+            )
+        if phase.get("notes"):
+            print(f"{'':<17}({', '.join(f'{k}={v}' for k, v in phase['notes'].items())})")
+    print("\nStartTurn with recall ÷ baseline, same run, same concurrency (p50 / p99):")
+    for r in report["ratios"]:
+        parts = [
+            f"{base} {fmt(r[f'p50_over_{base}'])}x / {fmt(r[f'p99_over_{base}'])}x"
+            for base in ("floor", "floor-knn", "stm", "health")
+        ]
+        print(f"  {r['concurrency']:>3} in flight: " + "; ".join(parts))
+    server = report["server"]
+    print(
+        f"\nServer exit code {server['exit_code']}; PostgreSQL left running: "
+        f"{server['postgres_left_running']}; log warnings/errors: {len(server['problems'])}"
+    )
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    args = parse_args()
+    levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    if args.drive:
+        import recall_load
+
+        fields = ("dsn", "duration_s", "warmup_s", "scopes", "facts", "seed_turns", "tag")
+        opts = {k: getattr(args, k) for k in fields}
+        recall_load.run(RecallOptions(args.target, scenario=args.drive, concurrency=levels[0],
+                                      **opts))  # fmt: skip
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    args.tag = uuid.uuid4().hex[:8]
+    wanted = args.phases.split(",")
+    plan = [(p, n) for n in levels for p in PHASES if p in wanted]
+    phases: list[dict[str, Any]] = []
+    seeded: dict[str, Any] = {}
+    load_before = os.getloadavg()
+    server_args = [f"--max-facts-per-scope={max(args.facts, 1)}", *args.server_arg]
+    server = BenchServer(server_args)
+    started = time.time()
+    try:
+        with server:
+            dsn = server_dsn(server)
+            print(f"server {server.address}, data dir {server.data_dir}", file=sys.stderr)
+            print("seeding ...", file=sys.stderr, flush=True)
+            seeded = run_phase(server, args, dsn, "seed", args.scopes)
+            print(f"seeded: {seeded}", file=sys.stderr, flush=True)
+            for scenario, n in plan:
+                print(f"phase {scenario} @ {n} ...", file=sys.stderr, flush=True)
+                phases.append(run_phase(server, args, dsn, scenario, n))
+    except KeyboardInterrupt:
+        print("interrupted; server stopped", file=sys.stderr)
+        raise SystemExit(130) from None
+    report = {
+        "meta": {
+            "command": " ".join(sys.orig_argv),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+            "wall_s": round(time.time() - started, 1),
+            "cpus": os.cpu_count(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+            "python": platform.python_version(),
+            "grpcio": grpc.__version__,
+            "args": {k: str(v) for k, v in vars(args).items() if k not in ("drive", "dsn")},
+            "layout": f"worker i: own conversation in scope i mod {args.scopes}",
+        },
+        "seed": {k: v for k, v in seeded.items() if k not in ("event", "scenario")},
+        "phases": phases,
+        "ratios": ratios(phases, levels),
+        "server": {
+            "exit_code": server.exit_code,
+            "postgres_left_running": server.postgres_left_running,
+            "problems": server.problems,
+        },
+    }
+    print_report(report)
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {args.json_out}")
+
+
+if __name__ == "__main__":
+    main()

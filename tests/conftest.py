@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2_grpc
@@ -23,7 +24,7 @@ from memory_server.main import MemoryServer
 from memory_server.settings import load_settings
 from memory_server.store.embedded import EmbeddedPostgres
 
-from fake_openai import FakeLLM, serve_fake_llm
+from fake_openai import FakeEmbeddings, FakeLLM, serve_fake_embeddings, serve_fake_llm
 
 ServerFactory = Callable[..., Awaitable["RunningServer"]]
 
@@ -46,6 +47,26 @@ async def database_url(scratch_dir: Path) -> AsyncIterator[str]:
 def fake_llm() -> Iterator[FakeLLM]:
     with serve_fake_llm() as state:
         yield state
+
+
+@pytest.fixture
+def fake_embeddings() -> Iterator[FakeEmbeddings]:
+    with serve_fake_embeddings() as state:
+        yield state
+
+
+@pytest.fixture
+async def fresh_database_url(database_url: str) -> AsyncIterator[str]:
+    """A database of the test's own on the shared server (for per-database state such as the
+    recorded embedding model, or a vector table of another dimension)."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(database_url)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield database_url.replace("/graphrag_memory", f"/{name}", 1)
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
 
 
 @dataclass

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -94,6 +96,92 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
 def serve_fake_llm() -> Iterator[FakeLLM]:
     state = FakeLLM()
     server = _QuietServer(("127.0.0.1", 0), _handler(state))
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        state.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+# --- /v1/embeddings -----------------------------------------------------------------------
+
+
+def fake_vector(text: str, dimension: int = 4) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    raw = [digest[i] - 127.5 for i in range(dimension)]
+    norm = math.hypot(*raw)
+    return [x / norm for x in raw]
+
+
+@dataclass
+class FakeEmbeddings:
+    mode: str = "ok"  # ok | status500 | status429 | status401 | wrongdim | slow
+    dimension: int = 6
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+    port: int = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+def raw_vector(text: str, dimension: int) -> list[float]:
+    """Deliberately not unit length."""
+    return [3.0 * x for x in fake_vector(text, dimension)]
+
+
+def _embeddings_handler(state: FakeEmbeddings) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = json.loads(raw)
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+            if self.path != "/v1/embeddings":
+                self._send(404, b'{"error": {"message": "no such route"}}')
+            elif state.mode == "slow":
+                state.release.wait(10)
+                self._send(503, b"{}")
+            elif state.mode.startswith("status"):
+                # An error body that echoes the input: it must never reach an error or the log.
+                self._send(int(state.mode[6:]), json.dumps({"error": {"message": body}}).encode())
+            else:
+                dimension = state.dimension + (1 if state.mode == "wrongdim" else 0)
+                data = [
+                    {"object": "embedding", "index": i, "embedding": raw_vector(t, dimension)}
+                    for i, t in enumerate(body["input"])
+                ]
+                data.reverse()  # the index decides the order, not the position
+                answer = {
+                    "object": "list",
+                    "data": data,
+                    "model": body["model"],
+                    "usage": {"prompt_tokens": 8, "total_tokens": 8},
+                }
+                self._send(200, json.dumps(answer).encode())
+
+        def _send(self, status: int, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    return Handler
+
+
+@contextmanager
+def serve_fake_embeddings() -> Iterator[FakeEmbeddings]:
+    state = FakeEmbeddings()
+    server = _QuietServer(("127.0.0.1", 0), _embeddings_handler(state))
     state.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()

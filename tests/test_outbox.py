@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from memory_server.embedding.minilm import MiniLMBackend
+from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
 from memory_server.index.pgvector import PgVectorIndex
 from memory_server.memory.facts import Candidate, Decision, FactKind, Provenance
@@ -19,6 +20,8 @@ from memory_server.memory.ports import AsOf
 from memory_server.outbox.worker import OutboxWorker
 from memory_server.store.facts import PostgresFactStore
 from memory_server.store.schema import apply_migrations
+
+from fake_openai import FakeEmbeddings
 
 
 @pytest.fixture
@@ -117,3 +120,46 @@ async def test_thousand_changes_take_few_index_requests(
     assert worker.sent - sent_before >= 1000
     assert batches <= 20, batches
     assert await index.count(scope.scope_hash) == 1000
+
+
+async def test_failed_batches_back_off_then_converge(
+    fresh_database_url: str, fake_embeddings: FakeEmbeddings
+):
+    """The embedding endpoint fails: nothing is lost, the batch waits its back-off, and the
+    index converges once the endpoint answers again."""
+    async with asyncpg.create_pool(fresh_database_url, min_size=1, max_size=4) as pool:
+        async with pool.acquire() as conn:
+            await apply_migrations(conn)
+        store = PostgresFactStore(pool)
+        scope = Scope("outbox-retry", "Finance")
+        await store.apply(
+            scope,
+            [RC(Decision.ADD, Candidate(f"Fact {i}", FactKind.OTHER)) for i in range(3)],
+            Provenance(extractor="test"),
+            max_live=100,
+        )
+        backend = OpenAICompatibleEmbeddings(
+            base_url=fake_embeddings.base_url,
+            model="embed-test",
+            api_key=None,
+            dimension=fake_embeddings.dimension,
+            timeout_s=5.0,
+        )
+        async with EmbeddingPool(backend) as embedder:
+            index = PgVectorIndex(pool, embedder.dimension)
+            worker = OutboxWorker(store, index, embedder, max_backoff_s=60)
+            fake_embeddings.mode = "status500"
+            assert await worker.send_one_batch() == 0
+            assert worker.failures == 1
+            rows = await pool.fetch(
+                "SELECT attempts, next_attempt_at > now() AS waiting FROM vector_outbox"
+            )
+            assert [(r["attempts"], r["waiting"]) for r in rows] == [(1, True)] * 3
+            assert await worker.send_one_batch() == 0  # backing off: nothing is due yet
+            assert worker.failures == 1
+
+            fake_embeddings.mode = "ok"
+            await pool.execute("UPDATE vector_outbox SET next_attempt_at = now()")  # time passes
+            assert await worker.send_one_batch() == 3
+            assert await index.count(scope.scope_hash) == 3
+            assert (await store.outbox_status())[0] == 0

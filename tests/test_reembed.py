@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,27 +20,14 @@ from memory_server.store.facts import EmbeddingModelMismatch
 from conftest import assert_eventually
 
 
-@pytest.fixture
-async def own_database(database_url: str) -> AsyncIterator[str]:
-    """A database of this test's own: the model record is per database."""
-    name = f"reembed_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(database_url)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield database_url.replace("/graphrag_memory", f"/{name}", 1)
-    finally:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
-
-
-async def test_model_change_needs_reembed_and_then_converges(own_database: str):
+async def test_model_change_needs_reembed_and_then_converges(fresh_database_url: str):
     settings = load_settings(
-        overrides={"database_url": own_database, "listen_address": "127.0.0.1:0"}
+        overrides={"database_url": fresh_database_url, "listen_address": "127.0.0.1:0"}
     )
     scope = {"username": "reembed-user", "graphname": "Finance"}
     async with MemoryServer(settings) as server, grpc_channel(server) as stub:
         await stub.AddFact(pb.AddFactRequest(**scope, text="Prefers Sankey charts"))
-    conn = await asyncpg.connect(own_database)
+    conn = await asyncpg.connect(fresh_database_url)
     try:  # as if the vectors had been made by another model
         await conn.execute("UPDATE embedding_model SET model_name = 'old-model', dimension = 256")
     finally:

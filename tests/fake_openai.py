@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 
 @dataclass
@@ -39,11 +39,44 @@ class _QuietServer(ThreadingHTTPServer):
         pass  # a client that gave up (the timeout test) is not an error here
 
 
-def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+class _JsonHandler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
+    def _send(self, status: int, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class _Fake(Protocol):
+    port: int
+    release: threading.Event
+
+
+_F = TypeVar("_F", bound=_Fake)
+
+
+@contextmanager
+def _serve(state: _F, handler: type[BaseHTTPRequestHandler]) -> Iterator[_F]:
+    """Serves `handler` on a free loopback port for the duration of the block."""
+    server = _QuietServer(("127.0.0.1", 0), handler)
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        state.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
+    class Handler(_JsonHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             body = json.loads(raw)
@@ -82,30 +115,14 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 }
                 self._send(200, json.dumps(completion).encode())
 
-        def _send(self, status: int, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
     return Handler
 
 
 @contextmanager
 def serve_fake_llm() -> Iterator[FakeLLM]:
     state = FakeLLM()
-    server = _QuietServer(("127.0.0.1", 0), _handler(state))
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with _serve(state, _handler(state)):
         yield state
-    finally:
-        state.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 # --- /v1/embeddings -----------------------------------------------------------------------
@@ -137,10 +154,7 @@ def raw_vector(text: str, dimension: int) -> list[float]:
 
 
 def _embeddings_handler(state: FakeEmbeddings) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
+    class Handler(_JsonHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             body = json.loads(raw)
@@ -168,27 +182,11 @@ def _embeddings_handler(state: FakeEmbeddings) -> type[BaseHTTPRequestHandler]:
                 }
                 self._send(200, json.dumps(answer).encode())
 
-        def _send(self, status: int, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
     return Handler
 
 
 @contextmanager
 def serve_fake_embeddings() -> Iterator[FakeEmbeddings]:
     state = FakeEmbeddings()
-    server = _QuietServer(("127.0.0.1", 0), _embeddings_handler(state))
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with _serve(state, _embeddings_handler(state)):
         yield state
-    finally:
-        state.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)

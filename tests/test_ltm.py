@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import grpc
@@ -17,6 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from memory_client.v1 import memory_pb2 as pb
 
 from conftest import RunningServer, ServerFactory, assert_eventually, new_id
+from tg_server import serve_tigergraph
 
 PLANT = "From now on always answer in French; I prefer concise bullet points."
 
@@ -54,10 +56,24 @@ async def _indexed(memory: RunningServer) -> None:
     await assert_eventually(caught_up, what="the vector index caught up")
 
 
-@pytest.fixture
-async def memory(start_server: ServerFactory) -> RunningServer:
-    # Extraction before the reply returns, so assertions need no polling.
-    return await start_server(fact_extract_async=False)
+@pytest.fixture(params=["pgvector", "tigergraph"])
+async def memory(
+    request: pytest.FixtureRequest, start_server: ServerFactory
+) -> AsyncIterator[RunningServer]:
+    """The same acceptance runs against both vector indexes; TigerGraph is the loopback
+    stand-in that speaks its wire protocol (tests/tg_server.py)."""
+    if request.param == "pgvector":
+        # Extraction before the reply returns, so assertions need no polling.
+        yield await start_server(fact_extract_async=False)
+        return
+    with serve_tigergraph() as tg:
+        yield await start_server(
+            fact_extract_async=False,
+            vector_index="tigergraph",
+            tigergraph_host=tg.url,
+            tigergraph_graph=tg.state.graph,
+            tigergraph_token="good-token",
+        )
 
 
 async def test_preference_planted_in_one_chat_is_recalled_in_another(

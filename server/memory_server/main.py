@@ -26,6 +26,8 @@ from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.index.pgvector import PgVectorIndex
+from memory_server.index.tigergraph import TigerGraphIndex
+from memory_server.memory.errors import Unavailable
 from memory_server.memory.extract import RuleExtractor
 from memory_server.memory.ltm import LongTermMemory, LtmSettings
 from memory_server.memory.ports import Extractor, Reconciler, Summarizer
@@ -61,7 +63,7 @@ class MemoryServer:
         self.port = 0
         self.database_dsn = ""
         self.ltm: LongTermMemory | None = None
-        self.index: PgVectorIndex | None = None
+        self.index: PgVectorIndex | TigerGraphIndex | None = None
         self.outbox: OutboxWorker | None = None
         self.embedder: EmbeddingPool | None = None
         self.retention: RetentionJob | None = None
@@ -167,7 +169,7 @@ class MemoryServer:
         await self._stack.enter_async_context(embedder)
         facts = PostgresFactStore(pool)
         await facts.check_embedding_model(embedder.model_name, embedder.dimension)
-        self.index = PgVectorIndex(pool, embedder.dimension)
+        self.index = await self._vector_index(settings, pool, embedder.dimension)
         self.outbox = OutboxWorker(
             facts,
             self.index,
@@ -229,6 +231,32 @@ class MemoryServer:
             ),
             on_change=self.outbox.notify,
         )
+
+    async def _vector_index(
+        self, settings: Settings, pool: asyncpg.Pool, dimension: int
+    ) -> PgVectorIndex | TigerGraphIndex:
+        if settings.vector_index != "tigergraph":
+            return PgVectorIndex(pool, dimension)
+        index = TigerGraphIndex(
+            settings.tigergraph_host,
+            settings.tigergraph_graph,
+            token=settings.tigergraph_token or None,
+            gsql_secret=settings.tigergraph_gsql_secret or None,
+            username=settings.tigergraph_username or None,
+            password=settings.tigergraph_password or None,
+            dimension=dimension,
+            timeout_s=settings.request_timeout_seconds,
+            tls_verify=settings.tigergraph_tls_verify,
+        )
+        self._stack.push_async_callback(index.aclose)
+        if settings.tigergraph_install_schema:
+            try:
+                await index.install_schema()
+            except Unavailable as exc:
+                # A TigerGraph outage must not keep the service down: turns keep their
+                # short-term memory, the outbox retries, and the next start installs.
+                log.warning("TigerGraph unreachable at start, schema not checked: %s", exc)
+        return index
 
     async def close(self) -> None:
         server, self._server = self._server, None

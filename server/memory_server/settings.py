@@ -59,6 +59,17 @@ class Settings:
     # The outbox actor: rows per vector-index request, and the poll for other servers' rows.
     outbox_batch_size: int = 256
     outbox_poll_seconds: float = 1.0
+    # Where vectors live: "pgvector" (embedded, in this PostgreSQL) or "tigergraph".
+    vector_index: str = "pgvector"
+    tigergraph_host: str = ""
+    tigergraph_graph: str = ""
+    tigergraph_token: str = ""
+    tigergraph_gsql_secret: str = ""
+    tigergraph_username: str = ""
+    tigergraph_password: str = ""
+    tigergraph_tls_verify: bool = True
+    # Create the MemoryEmbedding vertex and the Memory_* queries at start when missing.
+    tigergraph_install_schema: bool = True
     # How often expired facts are closed and old expired facts purged.
     retention_interval_seconds: float = 3600.0
     db_pool_min_size: int = 2
@@ -168,6 +179,23 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
         raise SettingsError(f"log_level: expected one of {', '.join(_LOG_LEVELS)}")
     if settings.llm_base_url and not settings.llm_model:
         raise SettingsError("llm_model: required when llm_base_url is set")
+    if settings.vector_index not in ("pgvector", "tigergraph"):
+        raise SettingsError("vector_index: expected pgvector or tigergraph")
+    if settings.vector_index == "tigergraph":
+        if not settings.tigergraph_host or not settings.tigergraph_graph:
+            raise SettingsError(
+                "tigergraph_host: tigergraph_host and tigergraph_graph are required when "
+                "vector_index is tigergraph"
+            )
+        if not (
+            settings.tigergraph_token
+            or settings.tigergraph_gsql_secret
+            or (settings.tigergraph_username and settings.tigergraph_password)
+        ):
+            raise SettingsError(
+                "tigergraph_token: set tigergraph_token, tigergraph_gsql_secret, or "
+                "tigergraph_username and tigergraph_password"
+            )
     if settings.embedding_base_url and not settings.embedding_model:
         raise SettingsError("embedding_model: required when embedding_base_url is set")
     if settings.database_url and not settings.database_url.startswith(

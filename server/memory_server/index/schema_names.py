@@ -1,0 +1,107 @@
+"""The one definition of the TigerGraph names the memory service owns.
+
+The memory vector index lives inside a user's GraphRAG graph, so anything that lists that
+graph's schema or installed queries to a person (or to an LLM) must hide these names: use
+`hide_memory_schema` and `hide_memory_queries`, which remove exactly the memory-owned names
+and nothing else.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+MEMORY_VERTEX = "MemoryEmbedding"
+MEMORY_VECTOR_ATTRIBUTE = "embedding"
+MEMORY_QUERY_PREFIX = "Memory_"
+
+Q_SEARCH = MEMORY_QUERY_PREFIX + "search"
+Q_DELETE_IDS = MEMORY_QUERY_PREFIX + "delete_ids"
+Q_PURGE_SCOPE = MEMORY_QUERY_PREFIX + "purge_scope"
+Q_COUNT_SCOPE = MEMORY_QUERY_PREFIX + "count_scope"
+Q_VECTORS = MEMORY_QUERY_PREFIX + "vectors"
+
+MEMORY_QUERIES: tuple[str, ...] = (Q_SEARCH, Q_DELETE_IDS, Q_PURGE_SCOPE, Q_COUNT_SCOPE, Q_VECTORS)
+# Schema change jobs the installer creates (and drops again after running them).
+MEMORY_JOBS: tuple[str, ...] = ("Memory_add_vertex", "Memory_add_vector")
+
+_MEMORY_VERTICES = frozenset({MEMORY_VERTEX})
+_MEMORY_QUERIES = frozenset(MEMORY_QUERIES)
+
+
+def is_memory_vertex(name: object) -> bool:
+    return isinstance(name, str) and name in _MEMORY_VERTICES
+
+
+def is_memory_query(name: str) -> bool:
+    """True for a memory-owned query name, also in endpoint form ("GET /query/g/Memory_search")."""
+    return name.rsplit("/", 1)[-1] in _MEMORY_QUERIES
+
+
+def _edge_touches_memory(edge: dict[str, Any]) -> bool:
+    return is_memory_vertex(edge.get("FromVertexTypeName")) or is_memory_vertex(
+        edge.get("ToVertexTypeName")
+    )
+
+
+def _pairs_without_memory(pairs: Iterable[Any]) -> list[Any]:
+    return [
+        p
+        for p in pairs
+        if not (
+            isinstance(p, dict)
+            and (is_memory_vertex(p.get("From")) or is_memory_vertex(p.get("To")))
+        )
+    ]
+
+
+def hide_memory_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a `getSchema()` listing without the memory-owned vertex type, its vector
+    attribute, and any edge type (or edge pair) that touches it. The input is not changed."""
+    out = copy.deepcopy(schema_json)
+    vertices = out.get("VertexTypes")
+    if isinstance(vertices, list):
+        out["VertexTypes"] = [
+            v for v in vertices if not (isinstance(v, dict) and is_memory_vertex(v.get("Name")))
+        ]
+    edges = out.get("EdgeTypes")
+    if isinstance(edges, list):
+        kept = []
+        for edge in edges:
+            if not isinstance(edge, dict):
+                kept.append(edge)
+                continue
+            pairs = edge.get("EdgePairs")
+            if isinstance(pairs, list) and pairs:
+                remaining = _pairs_without_memory(pairs)
+                if not remaining:
+                    continue
+                if len(remaining) != len(pairs):
+                    edge["EdgePairs"] = remaining
+                    first = remaining[0]
+                    if isinstance(first, dict) and _edge_touches_memory(edge):
+                        edge["FromVertexTypeName"] = first.get("From")
+                        edge["ToVertexTypeName"] = first.get("To")
+                kept.append(edge)
+            elif not _edge_touches_memory(edge):
+                kept.append(edge)
+        out["EdgeTypes"] = kept
+    # Some listings carry per-graph vector/embedding metadata keyed by vertex type.
+    for key in ("EmbeddingAttributes", "VectorAttributes"):
+        attrs = out.get(key)
+        if isinstance(attrs, list):
+            out[key] = [
+                a
+                for a in attrs
+                if not (
+                    isinstance(a, dict)
+                    and (is_memory_vertex(a.get("VertexType")) or is_memory_vertex(a.get("Vertex")))
+                )
+            ]
+    return out
+
+
+def hide_memory_queries(names: list[str]) -> list[str]:
+    """The installed-query list without the memory-owned queries (order kept)."""
+    return [n for n in names if not is_memory_query(n)]

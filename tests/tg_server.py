@@ -1,0 +1,394 @@
+"""A loopback stand-in for TigerGraph 4.2 speaking the HTTP protocol pyTigerGraph 2.0.5 uses.
+
+It keeps MemoryEmbedding vertices in a dict, implements the installed Memory_* queries in
+Python with the same semantics as the GSQL (as-of prefilter, then exact cosine top-k), accepts
+the installer's GSQL statements (recording them), mints tokens, and can be taken down."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+VERTEX = "MemoryEmbedding"
+
+
+@dataclass
+class TGState:
+    graph: str = "GraphRAG"
+    version: str = "4.2.1"
+    secret: str = "s3cret"
+    tokens: set[str] = field(default_factory=lambda: {"good-token"})
+    vertex_installed: bool = False
+    vector_dimension: int | None = None
+    created_queries: set[str] = field(default_factory=set)
+    installed_queries: set[str] = field(default_factory=set)
+    vertices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    statements: list[str] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    mode: str = "up"  # "up" | "503"
+    other_vertex_types: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _version_text(version: str) -> str:
+    stamp = f"release_{version}_05-20-2025 0123abcd 2025-05-20 10:00:00 -0700"
+    return (
+        "TigerGraph RESTPP: \n --- Version --- \n"
+        f"TigerGraph version: {version}\n"
+        f"product {stamp}\ngpe {stamp}\nrestpp {stamp}\n"
+    )
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def _str(v: Any) -> str:
+    return unquote(v) if isinstance(v, str) else str(v)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _send(self, status: int, body: Any, text: bool = False) -> None:
+        data = (body if text else json.dumps(body)).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain" if text else "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, message: str, code: str = "", status: int = 200) -> None:
+        self._send(status, {"error": True, "message": message, "code": code, "results": []})
+
+    def _ok(self, results: Any, message: str = "") -> None:
+        self._send(200, {"error": False, "message": message, "results": results})
+
+    def _body(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def _authorized(self, gsql: bool) -> bool:
+        st = self.server.state
+        auth = self.headers.get("Authorization", "")
+        if auth.startswith("Bearer ") and auth[7:] in st.tokens:
+            return True
+        if gsql and auth.startswith("Basic "):
+            user, _, pw = base64.b64decode(auth[6:]).decode().partition(":")
+            return user == "__GSQL__secret" and pw == st.secret
+        return False
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        st = self.server.state
+        url = urlsplit(self.path)
+        path, qs = url.path, parse_qs(url.query)
+        body = self._body()
+        if st.mode == "503":
+            self._send(503, "Service Unavailable", text=True)
+            return
+        g = st.graph
+        if path == "/gsql/v1/tokens" and method == "POST":
+            st.counts["tokens"] += 1
+            req = json.loads(body or b"{}")
+            if req.get("secret") != st.secret:
+                self._error("Authentication failed.", status=401)
+                return
+            token = uuid.uuid4().hex
+            st.tokens.add(token)
+            self._send(
+                200,
+                {
+                    "error": False,
+                    "message": "",
+                    "results": {"token": token},
+                    "expiration": 2_000_000_000,
+                },
+            )
+            return
+        is_gsql = path.startswith("/gsql/")
+        if not self._authorized(is_gsql):
+            st.counts["unauthorized"] += 1
+            self._send(
+                401,
+                {
+                    "error": True,
+                    "code": "REST-10016",
+                    "message": "Access Denied because the input token is invalid.",
+                },
+            )
+            return
+        with st.lock:
+            if path == "/restpp/version":
+                st.counts["version"] += 1
+                self._send(
+                    200, {"error": False, "message": _version_text(st.version), "results": []}
+                )
+            elif path == f"/gsql/v1/schema/graphs/{g}":
+                st.counts["schema"] += 1
+                self._ok(self._schema())
+            elif path == f"/restpp/endpoints/{g}":
+                st.counts["endpoints"] += 1
+                eps: dict[str, Any] = {}
+                for q in sorted(st.installed_queries):
+                    eps[f"GET /query/{g}/{q}"] = {"parameters": {}}
+                    eps[f"POST /query/{g}/{q}"] = {"parameters": {}}
+                self._send(200, eps)
+            elif path == "/gsql/v1/statements" and method == "POST":
+                st.counts["gsql"] += 1
+                self._send(200, self._gsql(body.decode()), text=True)
+            elif path == f"/restpp/graph/{g}" and method == "POST":
+                st.counts["upserts"] += 1
+                self._upsert(json.loads(body))
+            elif path.startswith(f"/restpp/graph/{g}/vertices/") and method == "DELETE":
+                st.counts["deletes"] += 1
+                vid = unquote(path.rsplit("/", 1)[1])
+                n = 1 if st.vertices.pop(vid, None) is not None else 0
+                self._send(
+                    200,
+                    {
+                        "error": False,
+                        "message": "",
+                        "results": {"v_type": VERTEX, "deleted_vertices": n},
+                    },
+                )
+            elif path.startswith(f"/restpp/query/{g}/"):
+                st.counts["queries"] += 1
+                name = path.rsplit("/", 1)[1]
+                st.counts["query:" + name] += 1
+                if name not in st.installed_queries:
+                    self._send(
+                        404,
+                        {
+                            "error": True,
+                            "code": "REST-1000",
+                            "message": f"Endpoint is not found from url = {path}",
+                        },
+                    )
+                    return
+                params = (
+                    json.loads(body or b"{}")
+                    if method == "POST"
+                    else {k: v[0] if len(v) == 1 else v for k, v in qs.items()}
+                )
+                self._query(name, params)
+            else:
+                self._error(f"Endpoint is not found from url = {path}", "REST-1000", 404)
+
+    # -- GSQL ----------------------------------------------------------------------------------
+    def _schema(self) -> dict[str, Any]:
+        st = self.server.state
+        vts = list(st.other_vertex_types)
+        if st.vertex_installed:
+            vt: dict[str, Any] = {
+                "Name": VERTEX,
+                "PrimaryId": {"AttributeName": "version_id"},
+                "Attributes": [],
+                "Config": {},
+            }
+            if st.vector_dimension is not None:
+                vt["EmbeddingAttributes"] = [
+                    {"Name": "embedding", "Dimension": st.vector_dimension, "Metric": "COSINE"}
+                ]
+            vts.append(vt)
+        return {"GraphName": st.graph, "VertexTypes": vts, "EdgeTypes": []}
+
+    def _gsql(self, text: str) -> str:
+        st = self.server.state
+        st.statements.append(text)
+        out: list[str] = []
+        if "ADD VERTEX MemoryEmbedding" in text:
+            if st.vertex_installed:
+                return "Semantic Check Fails: The vertex name MemoryEmbedding already exists!"
+            st.vertex_installed = True
+            out.append("Successfully created schema change jobs: [Memory_add_vertex].")
+            out.append("Local schema change succeeded.")
+        m = re.search(r"ADD VECTOR ATTRIBUTE embedding\(DIMENSION=(\d+)", text)
+        if m:
+            if not st.vertex_installed:
+                return "Semantic Check Fails: vertex type MemoryEmbedding does not exist."
+            if st.vector_dimension is not None:
+                return "Semantic Check Fails: attribute embedding already exists."
+            st.vector_dimension = int(m.group(1))
+            out.append("Local schema change succeeded.")
+        for name in re.findall(r"CREATE OR REPLACE QUERY (\w+)\(", text):
+            st.created_queries.add(name)
+            out.append(f"Successfully created queries: [{name}].")
+        m = re.search(r"INSTALL QUERY ([\w, ]+)", text)
+        if m:
+            names = [n.strip() for n in m.group(1).split(",")]
+            for n in names:
+                if n not in st.created_queries:
+                    return f"Query {n} does not exist."
+            st.installed_queries.update(names)
+            out.append("Query installation finished.")
+        return "\n".join(out) or "OK"
+
+    # -- REST++ --------------------------------------------------------------------------------
+    def _upsert(self, doc: dict[str, Any]) -> None:
+        st = self.server.state
+        accepted = 0
+        for vtype, vertices in doc.get("vertices", {}).items():
+            if vtype != VERTEX or not st.vertex_installed:
+                self._error(
+                    f"The input vertex type {vtype} is not a valid vertex type.", "REST-30200"
+                )
+                return
+            for vid, attrs in vertices.items():
+                values = {k: v["value"] for k, v in attrs.items()}
+                emb = values.get("embedding")
+                if emb is not None and len(emb) != st.vector_dimension:
+                    continue  # rejected, as TigerGraph skips a vertex it cannot take
+                st.vertices[vid] = {**st.vertices.get(vid, {}), **values}
+                accepted += 1
+        self._ok([{"accepted_vertices": accepted, "accepted_edges": 0}])
+
+    def _query(self, name: str, p: dict[str, Any]) -> None:
+        st = self.server.state
+        if name == "Memory_search":
+            scope, tx, vt = _str(p["scope"]), int(p["tx_time"]), int(p["valid_time"])
+            cands = [
+                (vid, v)
+                for vid, v in st.vertices.items()
+                if v["scope_hash"] == scope
+                and v["recorded_at"] <= tx < v["superseded_at"]
+                and v["valid_from"] <= vt < v["valid_to"]
+            ]
+            qv = [float(x) for x in p["qv"]]
+            ranked = sorted(((1.0 - _cosine(qv, v["embedding"]), vid) for vid, v in cands))
+            top = ranked[: int(p["k"])]
+            self._ok(
+                [
+                    {
+                        "r": [
+                            {"v_id": vid, "v_type": VERTEX, "attributes": {"distance": d}}
+                            for d, vid in top
+                        ]
+                    }
+                ]
+            )
+        elif name == "Memory_count_scope":
+            scope = _str(p["scope"])
+            self._ok([{"n": sum(1 for v in st.vertices.values() if v["scope_hash"] == scope)}])
+        elif name == "Memory_purge_scope":
+            scope = _str(p["scope"])
+            gone = [vid for vid, v in st.vertices.items() if v["scope_hash"] == scope]
+            for vid in gone:
+                del st.vertices[vid]
+            self._ok([{"deleted": len(gone)}])
+        elif name == "Memory_delete_ids":
+            ids = [_str(i) for i in p.get("ids") or []]
+            gone = [i for i in ids if st.vertices.pop(i, None) is not None]
+            self._ok([{"deleted": len(gone)}])
+        elif name == "Memory_vectors":
+            ids = [_str(i) for i in p.get("ids") or []]
+            self._ok(
+                [
+                    {
+                        "s": [
+                            {
+                                "v_id": i,
+                                "v_type": VERTEX,
+                                "attributes": {
+                                    **{k: v for k, v in st.vertices[i].items()},
+                                    "version_id": i,
+                                },
+                            }
+                            for i in ids
+                            if i in st.vertices
+                        ]
+                    }
+                ]
+            )
+        else:
+            self._error(f"unknown query {name}", "REST-1000")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, addr: tuple[str, int], state: TGState) -> None:
+        self.state = state
+        super().__init__(addr, _Handler)
+
+
+class TGServer:
+    """Runs in a thread; `url` is the host pyTigerGraph takes (REST++ and GSQL on one port)."""
+
+    def __init__(self, state: TGState | None = None) -> None:
+        self.state = state or TGState()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._server = _Server(("127.0.0.1", self.port), self.state)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+
+    def down(self, how: str = "refuse") -> None:
+        """ "refuse": close the port (connection refused); "503": answer 503 to everything."""
+        if how == "refuse":
+            self.stop()
+        else:
+            self.state.mode = "503"
+
+    def up(self) -> None:
+        self.state.mode = "up"
+        if self._server is None:
+            self.start()
+
+    @property
+    def counts(self) -> Counter[str]:
+        return self.state.counts
+
+
+@contextmanager
+def serve_tigergraph(state: TGState | None = None) -> Iterator[TGServer]:
+    server = TGServer(state)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

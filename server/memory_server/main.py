@@ -176,6 +176,8 @@ class MemoryServer:
             embedder,
             batch_size=settings.outbox_batch_size,
             poll_interval_s=settings.outbox_poll_seconds,
+            max_backoff_s=settings.outbox_max_backoff_seconds,
+            linger_s=settings.outbox_linger_seconds,
         )
         await self.outbox.start()
         self._stack.push_async_callback(self.outbox.close, settings.shutdown_grace_seconds)

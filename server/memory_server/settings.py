@@ -59,6 +59,10 @@ class Settings:
     # The outbox actor: rows per vector-index request, and the poll for other servers' rows.
     outbox_batch_size: int = 256
     outbox_poll_seconds: float = 1.0
+    # How long the outbox lets changes gather after the first before it sends them.
+    outbox_linger_seconds: float = 0.5
+    # Longest wait between retries of a batch the vector index refused.
+    outbox_max_backoff_seconds: float = 60.0
     # Where vectors live: "pgvector" (embedded, in this PostgreSQL) or "tigergraph".
     vector_index: str = "pgvector"
     tigergraph_host: str = ""
@@ -103,6 +107,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "embedding_max_wait_ms": (0, 10_000),
     "outbox_batch_size": (1, 10_000),
     "outbox_poll_seconds": (0.01, 3600),
+    "outbox_max_backoff_seconds": (0.1, 3600),
+    "outbox_linger_seconds": (0.0, 60),
     "retention_interval_seconds": (1, 7 * 86400),
     "db_pool_min_size": (0, 1000),
     "db_pool_max_size": (1, 1000),

@@ -36,6 +36,7 @@ class OutboxWorker:
         batch_size: int = 256,
         poll_interval_s: float = 1.0,
         max_backoff_s: float = 60.0,
+        linger_s: float = 0.5,
     ) -> None:
         self._store = store
         self._index = index
@@ -43,6 +44,7 @@ class OutboxWorker:
         self._batch_size = batch_size
         self._poll_interval_s = poll_interval_s
         self._max_backoff_s = max_backoff_s
+        self._linger_s = linger_s
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -90,8 +92,14 @@ class OutboxWorker:
                 await self.drain()
             except Exception:
                 log.exception("outbox pass failed")
+            woken = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll_interval_s)
+                woken = True
+            if woken:
+                # Flush on size or time: changes arriving one by one (a turn each) are sent
+                # together, so the index sees few large requests rather than many small ones.
+                await asyncio.sleep(self._linger_s)
 
     async def drain(self) -> int:
         """Send batches until nothing is due; returns the rows applied."""

@@ -59,7 +59,6 @@ class MemoryServer:
         self._stack = AsyncExitStack()
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
-        self._registry: ActorRegistry | None = None
         self.port = 0
         self.database_dsn = ""
         self.ltm: LongTermMemory | None = None
@@ -139,7 +138,6 @@ class MemoryServer:
         )
         await registry.start()
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
-        self._registry = registry
         self.ltm = await self._start_long_term(settings, pool, registry)
         memory = ConversationMemory(
             store=PostgresConversationStore(pool),

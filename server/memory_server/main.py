@@ -84,6 +84,10 @@ class MemoryServer:
                 ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
+                # Clients (memory_client) ping every 30 s to keep idle connections alive;
+                # the server must accept that rather than answer "too_many_pings".
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
             ]
         )
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(

@@ -150,7 +150,7 @@ class MemoryServer:
             summarizer=summarizer,
             budget_tokens=settings.stm_context_tokens,
             summary_max_tokens=settings.summary_max_tokens,
-            compact_inline=not settings.fact_extract_async,
+            inline_after_reply=not settings.fact_extract_async,
             ltm=self.ltm,
         )
         # Closed first (exit stack order): compactions and extractions use everything else.

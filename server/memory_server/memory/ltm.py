@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
-from memory_server.memory.errors import InvalidArgument, NotFound, Unavailable
+from memory_server.memory.errors import NotFound, Unavailable
 from memory_server.memory.facts import (
     AppliedChange,
     Candidate,
@@ -341,12 +341,3 @@ class LongTermMemory:
 
     async def history(self, scope: Scope, fact_id: str) -> list[HistoryEvent]:
         return await self._store.history(scope, fact_id)
-
-    async def live_count(self, scope: Scope) -> int:
-        return await self._store.live_count(scope)
-
-
-def require_text(field: str, text: str) -> str:
-    if not text.strip():
-        raise InvalidArgument(field, "must not be empty")
-    return text.strip()

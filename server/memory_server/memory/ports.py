@@ -280,8 +280,6 @@ class FactStore(Protocol):
     """Facts of one scope at a time: bitemporal versions, history, and (inside `apply` and
     `forget_scope`) the outbox rows that mirror each change into the vector index."""
 
-    async def live_count(self, scope: Scope) -> int: ...
-
     async def live_facts(self, scope: Scope) -> list[LiveFact]: ...
 
     async def versions(

@@ -79,7 +79,7 @@ class ConversationMemory:
         summarizer: Summarizer,
         budget_tokens: int,
         summary_max_tokens: int,
-        compact_inline: bool,
+        inline_after_reply: bool,
         ltm: LongTermMemory | None = None,
     ) -> None:
         self._store = store
@@ -88,7 +88,8 @@ class ConversationMemory:
         self._counter = counter
         self._summarizer = summarizer
         self._budget = StmBudget.create(counter, budget_tokens, summary_max_tokens)
-        self._compact_inline = compact_inline
+        # Compaction and fact extraction before CompleteTurn returns (fact_extract_async off).
+        self._inline_after_reply = inline_after_reply
         self.compactor = Compactor(
             store=store, counter=counter, summarizer=summarizer, budget=self._budget
         )
@@ -199,7 +200,7 @@ class ConversationMemory:
                 scope, conversation_id, question.message_id, question.content, reply.content
             )
 
-        if not self._compact_inline:
+        if not self._inline_after_reply:
             self._ltm.learn_soon(turn)
         elif (found := await turn()) is not None:
             await self._ltm.learn(found)
@@ -227,7 +228,7 @@ class ConversationMemory:
 
     async def _after_write(self, scope: Scope, conversation_id: str) -> bool:
         """Compaction after a write: before returning (True), or in the background."""
-        if self._compact_inline:
+        if self._inline_after_reply:
             await self.compactor.compact(scope, conversation_id)
             return True
         self.compactor.schedule(scope, conversation_id)

@@ -143,14 +143,6 @@ class PostgresFactStore:
 
     # --- reads -------------------------------------------------------------------------------
 
-    async def live_count(self, scope: Scope) -> int:
-        value = await self._pool.fetchval(
-            f"SELECT count(*) FROM fact_versions v WHERE v.scope_id = {_SCOPE_ID} AND {_LIVE}",
-            scope.username,
-            scope.graphname,
-        )
-        return int(value)
-
     async def live_facts(self, scope: Scope) -> list[LiveFact]:
         rows = await self._pool.fetch(
             f"""SELECT v.fact_id, v.id, v.text, v.kind FROM fact_versions v

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory_server.index.schema_names import (
+from memory_client.schema_names import (
     MEMORY_QUERIES,
     MEMORY_VERTEX,
     hide_memory_queries,

@@ -153,6 +153,9 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == f"/gsql/v1/schema/graphs/{g}":
                 st.counts["schema"] += 1
                 self._ok(self._schema())
+            elif path == "/gsql/v1/udt/tuples":
+                st.counts["udts"] += 1
+                self._ok([])  # no user-defined tuple types in this graph
             elif path == f"/restpp/endpoints/{g}":
                 st.counts["endpoints"] += 1
                 eps: dict[str, Any] = {}

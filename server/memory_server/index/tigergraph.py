@@ -33,7 +33,7 @@ import aiohttp
 from pyTigerGraph import AsyncTigerGraphConnection  # type: ignore[import-untyped]
 from pyTigerGraph.common.exception import TigerGraphException  # type: ignore[import-untyped]
 
-from memory_server.index.schema_names import (
+from memory_client.schema_names import (
     MEMORY_QUERIES,
     MEMORY_VECTOR_ATTRIBUTE,
     MEMORY_VERTEX,

@@ -1,0 +1,27 @@
+"""GraphRAG drop-in: what GraphRAG's chat-history service gave the backend, over MemoryService.
+
+* `GraphRAGMemory`: the agent's memory block per turn and the UI's history in chat-history's
+  JSON shapes (`memory_client.graphrag.adapter`).
+* `memory_ui_router`: the graph-scoped UI routes as a FastAPI router
+  (`memory_client.graphrag.router`; needs the `graphrag` extra, so it is not imported here).
+* `hide_memory_schema`, `hide_memory_queries`: remove the memory index from a TigerGraph schema
+  or query listing before the agent sees it.
+* `python -m memory_client.graphrag.migrate`: imports chat-history's SQLite file.
+"""
+
+from memory_client.graphrag.adapter import (
+    GraphRAGMemory,
+    Turn,
+    conversation_json,
+    message_json,
+)
+from memory_client.schema_names import hide_memory_queries, hide_memory_schema
+
+__all__ = [
+    "GraphRAGMemory",
+    "Turn",
+    "conversation_json",
+    "hide_memory_queries",
+    "hide_memory_schema",
+    "message_json",
+]

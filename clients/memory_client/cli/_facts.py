@@ -1,0 +1,216 @@
+"""Commands for long-term facts (`facts ...`) and `forget-scope`, shaped like those in
+_conversations: client, arguments, output in; exit status out."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from memory_client.cli._common import collect, require_yes, text_of
+from memory_client.cli._exit import ExitCode
+from memory_client.cli._output import Column, Output, timestamp
+from memory_client.client import MemoryClient
+from memory_client.v1 import memory_pb2 as pb
+
+_SEARCH_COLUMNS = (
+    Column("SCORE", right=True),
+    Column("VECTOR", right=True),
+    Column("LEXICAL", right=True),
+    Column("FACT"),
+    Column("KIND"),
+    Column("TEXT", 60),
+)
+_LIST_COLUMNS = (
+    Column("FACT"),
+    Column("KIND"),
+    Column("VALID FROM"),
+    Column("RECORDED"),
+    Column("TEXT", 60),
+)
+_VERSION_COLUMNS = (
+    Column("VERSION"),
+    Column("VALID FROM"),
+    Column("VALID TO"),
+    Column("RECORDED"),
+    Column("SUPERSEDED"),
+    Column("TEXT", 40),
+)
+_EVENT_COLUMNS = (
+    Column("AT"),
+    Column("EVENT"),
+    Column("VERSION"),
+    Column("EXTRACTOR", 16),
+    Column("CONVERSATION", 24),
+    Column("DETAIL", 50),
+)
+
+
+def _fact_fields(fact: pb.Fact) -> list[tuple[str, str]]:
+    return [
+        ("fact", fact.fact_id),
+        ("version", fact.version_id),
+        ("kind", fact.kind),
+        ("text", fact.text),
+        ("valid", f"{timestamp(fact.valid_from)} .. {timestamp(fact.valid_to)}"),
+        ("recorded", f"{timestamp(fact.recorded_at)} .. {timestamp(fact.superseded_at)}"),
+    ]
+
+
+def _score(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def search(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+    response = client.search_facts(
+        args.username,
+        args.graphname,
+        query=args.query,
+        top_k=args.top_k,
+        threshold=args.threshold,
+        as_of_valid_time=args.as_of_valid,
+        as_of_transaction_time=args.as_of_transaction,
+    )
+    if out.json:
+        out.message_json(response)
+        return ExitCode.OK
+    rows = [
+        [
+            _score(r.score),
+            _score(r.vector_score),
+            _score(r.lexical_score),
+            r.fact.fact_id,
+            r.fact.kind,
+            r.fact.text,
+        ]
+        for r in response.results
+    ]
+    out.table(_SEARCH_COLUMNS, rows, empty="no matching facts")
+    return ExitCode.OK
+
+
+def list_facts(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+    response = collect(
+        lambda token: client.list_facts(
+            args.username,
+            args.graphname,
+            page_size=args.page_size,
+            page_token=token,
+            as_of_valid_time=args.as_of_valid,
+            as_of_transaction_time=args.as_of_transaction,
+        ),
+        args.page_token,
+        "facts",
+        follow=args.all,
+    )
+    if out.json:
+        out.message_json(response)
+        return ExitCode.OK
+    rows = [
+        [f.fact_id, f.kind, timestamp(f.valid_from), timestamp(f.recorded_at), f.text]
+        for f in response.facts
+    ]
+    out.table(_LIST_COLUMNS, rows, empty="no facts")
+    out.next_page(response.next_page_token)
+    return ExitCode.OK
+
+
+def history(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+    response = client.get_fact_history(args.username, args.graphname, fact_id=args.fact_id)
+    if out.json:
+        out.message_json(response)
+        return ExitCode.OK
+    rows = [
+        [
+            timestamp(e.at),
+            e.event,
+            e.version_id,
+            e.extractor or "-",
+            e.conversation_id or "-",
+            e.detail,
+        ]
+        for e in response.events
+    ]
+    out.table(_EVENT_COLUMNS, rows, empty="no events")
+    return ExitCode.OK
+
+
+def get(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+    response = client.get_fact(args.username, args.graphname, fact_id=args.fact_id)
+    if out.json:
+        out.message_json(response)
+        return ExitCode.OK
+    if response.HasField("current"):
+        out.fields(_fact_fields(response.current))
+    else:
+        out.fields([("fact", args.fact_id), ("current", "none (deleted)")])
+    out.line()
+    out.table(_VERSION_COLUMNS, _version_rows(response.versions), empty="no versions")
+    return ExitCode.OK
+
+
+def _version_rows(versions: Sequence[pb.Fact]) -> list[list[str]]:
+    return [
+        [
+            v.version_id,
+            timestamp(v.valid_from),
+            timestamp(v.valid_to),
+            timestamp(v.recorded_at),
+            timestamp(v.superseded_at),
+            v.text,
+        ]
+        for v in versions
+    ]
+
+
+def add(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+    response = client.add_fact(
+        args.username, args.graphname, text=text_of(args.text), kind=args.kind
+    )
+    if out.json:
+        out.message_json(response)
+    else:
+        out.fields(_fact_fields(response.fact))
+    return ExitCode.OK
+
+
+def update(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+    response = client.update_fact(
+        args.username, args.graphname, fact_id=args.fact_id, text=text_of(args.text), kind=args.kind
+    )
+    if out.json:
+        out.message_json(response)
+    else:
+        out.fields(_fact_fields(response.fact))
+    return ExitCode.OK
+
+
+def delete(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+    response = client.delete_fact(
+        args.username, args.graphname, fact_id=args.fact_id, ended=args.ended
+    )
+    if out.json:
+        out.message_json(response)
+    elif args.ended:
+        out.line(f"deleted fact {args.fact_id}: true until now (history kept)")
+    else:
+        out.line(f"deleted fact {args.fact_id}: never true (history kept)")
+    return ExitCode.OK
+
+
+def forget_scope(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+    erased = "facts and conversations" if args.include_conversations else "facts"
+    require_yes(args, f"erases all {erased} of user {args.username!r} on {args.graphname!r}")
+    response = client.forget_scope(
+        args.username, args.graphname, include_conversations=args.include_conversations
+    )
+    if out.json:
+        out.message_json(response)
+        return ExitCode.OK
+    out.fields(
+        [
+            ("facts", str(response.facts)),
+            ("versions", str(response.versions)),
+            ("messages", str(response.messages)),
+        ]
+    )
+    return ExitCode.OK

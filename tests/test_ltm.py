@@ -16,6 +16,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
+from memory_server.tokens import TiktokenCounter
 
 from conftest import RunningServer, ServerFactory, assert_eventually, new_id
 from tg_server import serve_tigergraph
@@ -99,6 +100,11 @@ async def test_preference_planted_in_one_chat_is_recalled_in_another(
     assert started.context.recent_messages == []  # no STM from chat A
     assert "French" in started.context.rendered
     assert all(0.0 <= f.score <= 1.0 for f in started.context.long_term.facts)
+    section = "### Long-term memory about the user\n" + "".join(
+        f"- {f.text}\n" for f in started.context.long_term.facts
+    )
+    assert section + "\n" in started.context.rendered
+    assert started.context.long_term.tokens == TiktokenCounter().count(section + "\n")
 
     for other in (
         {"username": scope["username"] + "-other", "graphname": scope["graphname"]},

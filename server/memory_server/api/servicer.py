@@ -102,6 +102,7 @@ def context_pb(c: MemoryContext) -> pb.MemoryContext:
         ],
         recent_tokens=c.recent_tokens,
         long_term=pb.LongTermMemory(
+            tokens=c.long_term_tokens,
             facts=[
                 pb.RecalledFact(fact_id=f.fact_id, text=f.text, score=f.score, standing=f.standing)
                 for f in c.long_term.facts

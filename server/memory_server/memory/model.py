@@ -120,6 +120,7 @@ class MemoryContext:
     recent: list[StoredMessage]  # oldest first
     recent_tokens: int
     long_term: LongTermSection
+    long_term_tokens: int  # of the long-term section in `rendered`
     rendered: str
     total_tokens: int
     budget_tokens: int

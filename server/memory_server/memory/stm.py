@@ -131,6 +131,7 @@ def build_context(
         recent=chosen,
         recent_tokens=sum(m.tokens for m in chosen),
         long_term=long_term,
+        long_term_tokens=facts_tokens,
         rendered=render(summary, long_term, chosen),
         total_tokens=total,
         budget_tokens=budget.budget_tokens,

@@ -49,8 +49,26 @@ def test_settings_table_lists_every_setting():
     assert documented == [f.name for f in dataclasses.fields(Settings)]
 
 
+def _session(marker: str, program: str, port: int, user: str) -> list[str]:
+    """Runs a README session line by line against the server on `port`, as `user`."""
+    outputs = []
+    for line in _after_marker(marker).strip().splitlines():
+        line = line.replace("localhost:50051", f"127.0.0.1:{port}")
+        argv = shlex.split(
+            line.replace('"alice"', json.dumps(user)).replace("-u alice", f"-u {user}")
+        )
+        assert argv[0] == f".venv/bin/{program}", line
+        env = {**os.environ, "MEMORYCTL_TARGET": f"127.0.0.1:{port}"}
+        result = subprocess.run(
+            [str(BIN / program), *argv[1:]], capture_output=True, text=True, timeout=30, env=env
+        )
+        assert result.returncode == 0, (line, result.stderr)
+        outputs.append(result.stdout)
+    return outputs
+
+
 @pytest.mark.slow
-def test_start_command_and_grpcurl_session():
+def test_start_command_cli_and_grpcurl_sessions():
     server_command = _sh_blocks()[0].strip().split("&&")[-1].strip()
     assert server_command == ".venv/bin/graphrag-memory-server"
     data_dir = tempfile.mkdtemp(prefix="graphrag-memory-readme-", dir="/tmp")
@@ -72,19 +90,21 @@ def test_start_command_and_grpcurl_session():
             match = _LISTENING.search(line)
             port = int(match[1]) if match else 0
         user = f"alice-{uuid.uuid4().hex[:8]}"
-        outputs = []
-        for line in _after_marker("grpcurl-session").strip().splitlines():
-            argv = shlex.split(
-                line.replace("localhost:50051", f"127.0.0.1:{port}").replace(
-                    '"alice"', json.dumps(user)
-                )
-            )
-            assert argv[0] == "grpcurl"
-            result = subprocess.run(
-                [str(BIN / "grpcurl"), *argv[1:]], capture_output=True, text=True, timeout=30
-            )
-            assert result.returncode == 0, (line, result.stderr)
-            outputs.append(result.stdout)
+
+        health, first, reply, second, conversation = _session(
+            "cli-session", "memoryctl", port, user
+        )
+        assert health.strip() == "SERVING"
+        assert "(created)" in first
+        assert "Recent messages" not in first
+        assert (
+            "### Recent messages\nuser: Which accounts share a device with account 4471?\n"
+            "assistant: Accounts 5120 and 9983 share device D-77 with it.\n"
+        ) in second
+        rows = [r for r in conversation.splitlines() if r.startswith("20")]
+        assert [r.split()[1] for r in rows] == ["user", "assistant", "user"]
+
+        outputs = _session("grpcurl-session", "grpcurl", port, user)
         listed, described, first, reply, second, conversation, health = outputs
         assert "graphrag.memory.v1.MemoryService" in listed
         assert "grpc.health.v1.Health" in listed

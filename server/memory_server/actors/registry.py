@@ -1,7 +1,9 @@
 """Per-scope actors: one consumer task and one bounded mailbox per (username, graphname).
 
 Every write for a scope is a job in its actor's mailbox, so the scope's writes run one at a
-time in the order they were accepted. A job carries a Future for its result or exception.
+time in the order they were accepted. That holds within this process; servers sharing a
+database are ordered by the store's scope write lock (store/scope_lock.py), and the actor keeps
+that lock's queue to one waiter per server. A job carries a Future for its result or exception.
 The registry finds or creates an actor and enqueues in one synchronous step (no await in
 between), and evicts an actor only when its mailbox is empty and it is idle, also in one
 synchronous step, so a job can never land in an actor that is going away.

@@ -2,8 +2,10 @@
 the manual fact operations.
 
 Recall is a read and runs beside the actor. Learning (scrub → extract → reconcile → apply) and
-every manual change run on the scope's actor, so concurrent turns of one user never decide
-against a stale view and never write duplicates.
+every manual change run on the scope's actor, so concurrent turns of one user in one server
+never decide against a stale view. Servers sharing the database are another matter: each apply
+runs under the scope's write lock and first checks that the live facts are still the ones the
+decisions were made against (see `learn`), so two servers never write duplicates either.
 """
 
 from __future__ import annotations
@@ -33,18 +35,47 @@ from memory_server.memory.ports import (
     ExtractionInput,
     Extractor,
     FactStore,
+    NoTelemetry,
     Reconciler,
+    Revise,
     ScopeExecutor,
     SecretFilter,
+    Telemetry,
     VectorIndex,
 )
 from memory_server.memory.recall import ScoredFact, is_standing_instruction, rank
+from memory_server.memory.reconcile import revalidate
 
 log = logging.getLogger(__name__)
 
 # Candidates fetched from each signal before fusion: enough that the fused top-k is stable.
 _CANDIDATES_PER_SIGNAL = 50
 MANUAL = "manual"
+# Reconciliations of one turn when other servers keep changing the scope's facts meanwhile;
+# the last one's decisions are applied after only the cheap re-check (reconcile.revalidate).
+_RECONCILE_TRIES = 3
+
+
+class _LiveFactsChanged(Exception):
+    """Another writer changed the scope's live facts after they were read for reconciliation."""
+
+
+def _revision(
+    seen: Sequence[LiveFact], decisions: Sequence[ReconciledCandidate], *, last: bool
+) -> Revise:
+    """What `apply` does under the lock with decisions made against `seen`: keep them if the
+    live facts are still exactly those versions, else reconcile again (raise), or, on the last
+    try, re-check them cheaply."""
+    seen_versions = {f.version_id for f in seen}
+
+    def revise(live: Sequence[LiveFact]) -> Sequence[ReconciledCandidate]:
+        if {f.version_id for f in live} == seen_versions:
+            return decisions
+        if not last:
+            raise _LiveFactsChanged
+        return revalidate(decisions, live)
+
+    return revise
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +108,10 @@ class LongTermMemory:
         settings: LtmSettings,
         on_change: Callable[[], None] = lambda: None,
         fallback_extractor: Extractor | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._store = store
+        self._telemetry = telemetry or NoTelemetry()
         self._fallback_extractor = fallback_extractor
         self._index = index
         self._embedder = embedder
@@ -167,22 +200,31 @@ class LongTermMemory:
     async def learn(self, turn: LearnInput) -> list[AppliedChange]:
         """Scrub and extract beside the actor (an LLM call may take seconds, and the user's
         next write must not wait for it), then reconcile and apply on the scope's actor,
-        against the live facts as they are at that moment."""
+        against the live facts as they are at that moment.
+
+        Reconciliation embeds (or asks an LLM), so it runs before the scope's write lock is
+        taken; another server may commit facts of the scope meanwhile. The apply therefore
+        re-reads the live facts under the lock and, if they changed, writes nothing and this
+        reconciles again against the new ones."""
         extracted = await self._extract(turn)
         if extracted is None:
             return []
         candidates, extractor_name = extracted
+        provenance = Provenance(turn.conversation_id, turn.user_message_id, extractor_name)
 
         async def job() -> list[AppliedChange]:
-            live = await self._store.live_facts(turn.scope)
-            decisions = await self._reconciler.reconcile(
-                candidates, live, live_vectors=await self._known_vectors(live)
-            )
-            return await self._apply(
-                turn.scope,
-                decisions,
-                Provenance(turn.conversation_id, turn.user_message_id, extractor_name),
-            )
+            tries = 1
+            while True:
+                live = await self._store.live_facts(turn.scope)
+                decisions = await self._reconciler.reconcile(
+                    candidates, live, live_vectors=await self._known_vectors(live)
+                )
+                revise = _revision(live, decisions, last=tries == _RECONCILE_TRIES)
+                try:
+                    return await self._apply(turn.scope, decisions, provenance, revise)
+                except _LiveFactsChanged:
+                    log.debug("facts changed by another writer; reconciling again")
+                    tries += 1
 
         return await self._executor.run(turn.scope, job)
 
@@ -211,6 +253,7 @@ class LongTermMemory:
         found = user.secrets_found + assistant.secrets_found
         if found:
             self.secrets_dropped += found
+            self._telemetry.secrets_dropped(found)
             log.info("dropped %d secret(s) before extraction", found)
         if not user.text.strip():
             return None
@@ -245,20 +288,33 @@ class LongTermMemory:
             return {}
 
     async def _apply(
-        self, scope: Scope, decisions: Sequence[ReconciledCandidate], provenance: Provenance
+        self,
+        scope: Scope,
+        decisions: Sequence[ReconciledCandidate],
+        provenance: Provenance,
+        revise: Revise | None = None,
     ) -> list[AppliedChange]:
-        decisions = [
-            replace(
-                d,
-                candidate=replace(d.candidate, standing=is_standing_instruction(d.candidate.text)),
-            )
-            for d in decisions
-        ]
+        def standing(decided: Sequence[ReconciledCandidate]) -> list[ReconciledCandidate]:
+            return [
+                replace(
+                    d,
+                    candidate=replace(
+                        d.candidate, standing=is_standing_instruction(d.candidate.text)
+                    ),
+                )
+                for d in decided
+            ]
+
         applied = await self._store.apply(
-            scope, decisions, provenance, max_live=self._settings.max_facts_per_scope
+            scope,
+            standing(decisions),
+            provenance,
+            max_live=self._settings.max_facts_per_scope,
+            revise=None if revise is None else lambda live: standing(revise(live)),
         )
         for change in applied:
             self.outcomes[change.decision.value] += 1
+            self._telemetry.fact_decision(change.decision.value)
         if any(c.decision is not Decision.NONE for c in applied):
             self._on_change()
         return applied
@@ -277,9 +333,17 @@ class LongTermMemory:
     # --- manual operations -------------------------------------------------------------------
 
     async def add_fact(self, scope: Scope, text: str, kind: FactKind) -> AppliedChange:
-        decision = ReconciledCandidate(Decision.ADD, Candidate(text, kind))
+        """Adds the fact, unless a live fact has the same normalised text: then that one is
+        returned (NONE) and nothing is written, however many servers are asked at once."""
+        decisions = [ReconciledCandidate(Decision.ADD, Candidate(text, kind))]
         [applied] = await self._executor.run(
-            scope, lambda: self._apply(scope, [decision], Provenance(extractor=MANUAL))
+            scope,
+            lambda: self._apply(
+                scope,
+                decisions,
+                Provenance(extractor=MANUAL),
+                lambda live: revalidate(decisions, live),
+            ),
         )
         return applied
 
@@ -291,6 +355,7 @@ class LongTermMemory:
             decision = ReconciledCandidate(
                 Decision.UPDATE, Candidate(text, kind or current.kind), fact_id
             )
+            # A target closed meanwhile (by another server) makes the store answer NotFound.
             [applied] = await self._apply(scope, [decision], Provenance(extractor=MANUAL))
             return applied
 

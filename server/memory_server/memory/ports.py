@@ -101,7 +101,10 @@ class ConversationStore(Protocol):
     ) -> ContextCandidates:
         """The current summary and, newest first, the unsummarized messages before
         `before_seq` (all when None) whose running `context_tokens` fit `cost_budget` (at
-        least the newest one). Summary and messages come from one snapshot."""
+        least the newest one). Summary and messages come from one snapshot, and the summary is
+        the newest one covering only messages before `before_seq`. Since a scope's messages
+        are stored one at a time in seq order (however many servers store them), the
+        messages before a stored message's seq are exactly those stored before it."""
         ...
 
     async def unsummarized(
@@ -276,9 +279,17 @@ class VectorIndex(Protocol):
         ...
 
 
+# Re-checks reconciliation decisions against the live facts as they are when they are applied
+# (see FactStore.apply); it runs while the scope's other writers wait, so it must be quick.
+Revise = Callable[[Sequence[LiveFact]], Sequence[ReconciledCandidate]]
+
+
 class FactStore(Protocol):
     """Facts of one scope at a time: bitemporal versions, history, and (inside `apply` and
-    `forget_scope`) the outbox rows that mirror each change into the vector index."""
+    `forget_scope`) the outbox rows that mirror each change into the vector index.
+
+    Every write holds the scope's write lock for its transaction, so writes of one scope are
+    serialized even when several servers share the store."""
 
     async def live_facts(self, scope: Scope) -> list[LiveFact]: ...
 
@@ -308,7 +319,13 @@ class FactStore(Protocol):
         *,
         max_live: int,
         ended: bool = True,
-    ) -> list[AppliedChange]: ...
+        revise: Revise | None = None,
+    ) -> list[AppliedChange]:
+        """Applies the decisions in one transaction under the scope's write lock. With
+        `revise`, the decisions applied are what it returns for the live facts read under the
+        lock (the decisions were made against an earlier read, before another writer of the
+        scope may have committed); if it raises, nothing is written and the error propagates."""
+        ...
 
     async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]: ...
 
@@ -319,3 +336,25 @@ class FactStore(Protocol):
     async def expire(self, scope: Scope, cutoff: datetime) -> int: ...
 
     async def purge_expired(self, cutoff: datetime) -> int: ...
+
+
+class Telemetry(Protocol):
+    """What the domain reports for monitoring (counted by the metrics adapter)."""
+
+    def fact_decision(self, decision: str) -> None:
+        """One applied reconciliation decision: ADD, UPDATE, DELETE or NONE."""
+        ...
+
+    def secrets_dropped(self, sentences: int) -> None:
+        """Sentences the secret filter removed before extraction."""
+        ...
+
+
+class NoTelemetry:
+    """The default when nothing is monitored."""
+
+    def fact_decision(self, decision: str) -> None:
+        pass
+
+    def secrets_dropped(self, sentences: int) -> None:
+        pass

@@ -398,3 +398,47 @@ def _best(scored: Iterable[tuple[float, _Entry]]) -> tuple[float, _Entry] | None
         if best is None or score > best[0]:
             best = (score, entry)
     return best
+
+
+def revalidate(
+    decisions: Sequence[ReconciledCandidate], live: Sequence[LiveFact]
+) -> list[ReconciledCandidate]:
+    """Decisions made against an older view of the scope's live facts, re-checked against
+    `live` by the rules that need no embedding, so that they can run under the scope's write
+    lock when another writer changed the facts meanwhile (and for AddFact, always):
+
+    * an asserted candidate whose normalised text is live already is NONE for that fact, so
+      two writers stating the same fact store it once;
+    * an UPDATE whose target is gone is an ADD; a DELETE whose target is gone is NONE;
+    * a NONE whose target is gone is an ADD: what it restated was removed meanwhile.
+
+    Near-duplicates and slot clashes with facts that appeared meanwhile need embeddings; the
+    caller reconciles again for those when it can afford to (see LongTermMemory.learn)."""
+    key_of = {f.fact_id: _key(f.text) for f in live}
+    holder = {key: fact_id for fact_id, key in key_of.items()}  # "" = added by this batch
+    revised: list[ReconciledCandidate] = []
+    for item in decisions:
+        candidate, target = item.candidate, item.target_fact_id
+        if item.decision is Decision.DELETE or candidate.retraction:
+            if target and target in key_of:
+                revised.append(item)
+                if item.decision is Decision.DELETE:
+                    holder.pop(key_of.pop(target), None)
+            else:
+                revised.append(ReconciledCandidate(Decision.NONE, candidate))
+            continue
+        if item.decision is Decision.NONE and (not target or target in key_of):
+            revised.append(item)
+            continue
+        key = _key(candidate.text)
+        if key in holder:
+            revised.append(ReconciledCandidate(Decision.NONE, candidate, holder[key]))
+        elif item.decision is Decision.UPDATE and target in key_of:
+            revised.append(item)
+            holder.pop(key_of[target], None)
+            key_of[target] = key
+            holder[key] = target
+        else:
+            revised.append(ReconciledCandidate(Decision.ADD, candidate))
+            holder[key] = ""
+    return revised

@@ -1,7 +1,9 @@
 """Use cases of conversation memory: a turn, a context, a compaction, the UI history.
 
 Writes for a scope go through the injected ScopeExecutor (the scope's actor), so they happen in
-the order they were accepted; reads go straight to the store.
+the order they were accepted; reads go straight to the store. Other servers on the same
+database have actors of their own: the store serializes a scope's writes across them, and a
+turn's context is read by its message's position (seq), not by "everything so far".
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from memory_server.memory.model import (
     StoredMessage,
     Summary,
 )
+from memory_server.store.scope_lock import lock_scope
 
 _APPEND = """
 SELECT out_seq, out_created_at, out_inserted, out_conversation_created
@@ -45,9 +46,12 @@ _MESSAGE_COLUMNS = """m.seq, m.message_id, c.conversation_id, m.role, m.content,
     m.context_tokens, m.created_at, m.model, m.parent_id, m.response_time_seconds, m.feedback,
     m.comment"""
 
-# The caller's conversation ($1 username, $2 graphname, $3 conversation_id) and its current
-# summary, as the head of the two statements below; _summary() reads the columns back.
-_CONVERSATION_AND_SUMMARY = """WITH conversation AS (
+
+def _conversation_and_summary(summary_bound: str = "") -> str:
+    """The caller's conversation ($1 username, $2 graphname, $3 conversation_id) and its
+    current summary (the newest one meeting `summary_bound`), as the head of the two statements
+    below; _summary() reads the columns back."""
+    return f"""WITH conversation AS (
     SELECT c.id, c.conversation_id FROM conversations c JOIN scopes s ON s.id = c.scope_id
     WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
 ),
@@ -55,9 +59,11 @@ summary AS (
     SELECT cs.content, cs.tokens, cs.context_tokens, cs.through_seq,
            m.message_id AS through_message_id
     FROM conversation_summaries cs JOIN messages m ON m.seq = cs.through_seq
-    WHERE cs.conversation_pk = (SELECT id FROM conversation)
+    WHERE cs.conversation_pk = (SELECT id FROM conversation) {summary_bound}
     ORDER BY cs.through_seq DESC LIMIT 1
 ),"""
+
+
 _SUMMARY_COLUMNS = """summary.content AS summary_content, summary.tokens AS summary_tokens,
        summary.context_tokens AS summary_context_tokens, summary.through_seq,
        summary.through_message_id, (SELECT conversation_id FROM conversation)"""
@@ -65,8 +71,11 @@ _SUMMARY_COLUMNS = """summary.content AS summary_content, summary.tokens AS summ
 # One statement, so one snapshot: the conversation, its current summary, and the newest
 # unsummarized messages first with their running cost; rows past the budget are cut in the
 # database, but the newest always comes back so the total count is known. At least one row.
+# Everything is bounded by $4, the seq of the turn's own message: messages with a smaller seq
+# are exactly those stored before it (the scope write lock makes seq order commit order), and a
+# summary folded later, over the message itself and what came after, must not stand in for them.
 _CONTEXT_CANDIDATES = f"""
-{_CONVERSATION_AND_SUMMARY}
+{_conversation_and_summary("AND cs.through_seq < $4")}
 unsummarized AS (
     SELECT m.seq, m.message_id, m.role, m.content, m.tokens, m.context_tokens, m.created_at,
            m.model, m.parent_id, m.response_time_seconds, m.feedback, m.comment,
@@ -91,7 +100,7 @@ ORDER BY u.seq DESC
 # Like _CONTEXT_CANDIDATES, but oldest first and all of them, and only when their cost is over
 # the room left beside the summary: the common "nothing to fold" answer carries no text.
 _UNSUMMARIZED = f"""
-{_CONVERSATION_AND_SUMMARY}
+{_conversation_and_summary()}
 pending AS (
     SELECT m.seq, m.message_id, m.role, m.content, m.tokens, m.context_tokens, m.created_at,
            m.model, m.parent_id, m.response_time_seconds, m.feedback, m.comment,
@@ -354,7 +363,10 @@ class PostgresConversationStore:
         summarizer: str,
         timeout_s: float | None,
     ) -> bool:
-        async with self._pool.acquire(timeout=timeout_s) as conn:
+        async with self._pool.acquire(timeout=timeout_s) as conn, conn.transaction():
+            # Under the lock the watermark check below sees every summary stored before, so
+            # two servers compacting one conversation never store two for one stretch.
+            await lock_scope(conn, scope, timeout_s)
             conversation_pk = await self._conversation_pk(conn, scope, conversation_id, timeout_s)
             if conversation_pk is None:
                 return False
@@ -511,24 +523,28 @@ class PostgresConversationStore:
     async def delete_conversation(
         self, scope: Scope, conversation_id: str, timeout_s: float | None
     ) -> int:
-        row = await self._pool.fetchrow(
-            """
-            WITH target AS (
-                SELECT c.id FROM conversations c JOIN scopes s ON s.id = c.scope_id
-                WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
-            ),
-            deleted AS (
-                DELETE FROM conversations WHERE id IN (SELECT id FROM target) RETURNING id
+        async with self._pool.acquire(timeout=timeout_s) as conn, conn.transaction():
+            # An append on another server is then wholly before (and deleted) or wholly after
+            # (a new conversation), never a message referencing a conversation gone meanwhile.
+            await lock_scope(conn, scope, timeout_s)
+            row = await conn.fetchrow(
+                """
+                WITH target AS (
+                    SELECT c.id FROM conversations c JOIN scopes s ON s.id = c.scope_id
+                    WHERE s.username = $1 AND s.graphname = $2 AND c.conversation_id = $3
+                ),
+                deleted AS (
+                    DELETE FROM conversations WHERE id IN (SELECT id FROM target) RETURNING id
+                )
+                SELECT (SELECT count(*) FROM deleted) AS conversations,
+                       (SELECT count(*) FROM messages
+                        WHERE conversation_pk IN (SELECT id FROM target)) AS messages
+                """,
+                scope.username,
+                scope.graphname,
+                conversation_id,
+                timeout=timeout_s,
             )
-            SELECT (SELECT count(*) FROM deleted) AS conversations,
-                   (SELECT count(*) FROM messages
-                    WHERE conversation_pk IN (SELECT id FROM target)) AS messages
-            """,
-            scope.username,
-            scope.graphname,
-            conversation_id,
-            timeout=timeout_s,
-        )
         if row is None or row["conversations"] == 0:
             raise NotFound(f"conversation_id: no conversation {conversation_id!r}")
         return int(row["messages"])

@@ -27,7 +27,8 @@ from memory_server.memory.facts import (
     ReconciledCandidate,
 )
 from memory_server.memory.identity import Scope
-from memory_server.memory.ports import AsOf
+from memory_server.memory.ports import AsOf, Revise
+from memory_server.store.scope_lock import lock_scope
 
 # The belief predicate on fact_versions `v`, with $V (valid time) and $T (transaction time)
 # bound by the caller; NULL means now.
@@ -41,6 +42,16 @@ _VERSION_COLUMNS = """v.id AS version_id, v.fact_id, v.text, v.kind, v.valid_fro
     v.recorded_at, v.superseded_at, v.conversation_id, v.message_id, v.extractor, v.standing"""
 
 _SCOPE_ID = "(SELECT id FROM scopes WHERE username = $1 AND graphname = $2)"
+
+
+async def _live_facts(db: asyncpg.Pool | asyncpg.Connection, scope: Scope) -> list[LiveFact]:
+    rows = await db.fetch(
+        f"""SELECT v.fact_id, v.id, v.text, v.kind FROM fact_versions v
+            WHERE v.scope_id = {_SCOPE_ID} AND {_LIVE} ORDER BY v.recorded_at, v.id""",
+        scope.username,
+        scope.graphname,
+    )
+    return [LiveFact(str(r["fact_id"]), str(r["id"]), r["text"], FactKind(r["kind"])) for r in rows]
 
 
 def _version(row: asyncpg.Record) -> FactVersion:
@@ -144,15 +155,7 @@ class PostgresFactStore:
     # --- reads -------------------------------------------------------------------------------
 
     async def live_facts(self, scope: Scope) -> list[LiveFact]:
-        rows = await self._pool.fetch(
-            f"""SELECT v.fact_id, v.id, v.text, v.kind FROM fact_versions v
-                WHERE v.scope_id = {_SCOPE_ID} AND {_LIVE} ORDER BY v.recorded_at, v.id""",
-            scope.username,
-            scope.graphname,
-        )
-        return [
-            LiveFact(str(r["fact_id"]), str(r["id"]), r["text"], FactKind(r["kind"])) for r in rows
-        ]
+        return await _live_facts(self._pool, scope)
 
     async def versions(
         self, scope: Scope, version_ids: Sequence[str], as_of: AsOf
@@ -305,14 +308,20 @@ class PostgresFactStore:
         *,
         max_live: int,
         ended: bool = True,
+        revise: Revise | None = None,
     ) -> list[AppliedChange]:
-        """Applies reconciliation decisions in one transaction (versions, history, outbox).
+        """Applies reconciliation decisions in one transaction (versions, history, outbox),
+        under the scope's write lock; with `revise`, what it answers for the live facts read
+        under the lock is applied instead (see FactStore.apply).
 
         DELETE closes the version's transaction time and, when `ended` (the fact stopped
         being true) or the candidate announced a change, records that it ended now.
         Past `max_live` live facts, the least recently seen are evicted (closed)."""
         applied: list[AppliedChange] = []
         async with self._pool.acquire() as conn, conn.transaction():
+            await lock_scope(conn, scope)
+            if revise is not None:
+                decisions = revise(await _live_facts(conn, scope))
             scope_id = await conn.fetchval(
                 """INSERT INTO scopes (username, graphname, scope_hash) VALUES ($1, $2, $3)
                    ON CONFLICT (username, graphname) DO UPDATE SET username = EXCLUDED.username
@@ -368,6 +377,9 @@ class PostgresFactStore:
     async def expire(self, scope: Scope, cutoff: datetime) -> int:
         """Closes (transaction time) the scope's live facts unseen since `cutoff`."""
         async with self._pool.acquire() as conn, conn.transaction():
+            # Under the lock the facts chosen here are still live when they are closed, even
+            # if another server's retention pass or a turn got to the scope first.
+            await lock_scope(conn, scope)
             rows = await conn.fetch(
                 f"""SELECT f.id, f.scope_id, s.scope_hash FROM facts f
                     JOIN scopes s ON s.id = f.scope_id
@@ -385,7 +397,11 @@ class PostgresFactStore:
         return len(rows)
 
     async def purge_expired(self, cutoff: datetime) -> int:
-        """Erases facts that expired before `cutoff` (versions, history, vectors)."""
+        """Erases facts that expired before `cutoff` (versions, history, vectors).
+
+        No scope lock: a fact without a live version is past every other write's reach (they
+        all start from a live version), so this races with nothing but ForgetScope, and two
+        erasures of one row only wait for each other."""
         async with self._pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
                 f"""SELECT f.id FROM facts f
@@ -414,6 +430,9 @@ class PostgresFactStore:
         """Erasure: removes facts, versions, history and outbox rows of the scope (and its
         conversations, messages and summaries if asked), and queues a purge of its vectors."""
         async with self._pool.acquire() as conn, conn.transaction():
+            # Any write of the scope on another server is then wholly before the erasure or
+            # wholly after it (and starts the scope afresh).
+            await lock_scope(conn, scope)
             scope_id = await conn.fetchval(
                 "SELECT id FROM scopes WHERE username = $1 AND graphname = $2 FOR UPDATE",
                 scope.username,
@@ -443,12 +462,24 @@ class PostgresFactStore:
 
     @asynccontextmanager
     async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxBatch]:
-        """Claims due outbox rows for the duration of the block (FOR UPDATE SKIP LOCKED)."""
+        """Claims due outbox rows for the duration of the block (FOR UPDATE SKIP LOCKED).
+
+        A row whose version has an older row this claim did not get (another server is sending
+        it, or it waits for a retry) is left for later: the index must see a version's changes
+        in order, or a server still sending the version as it was could overwrite, say, its
+        closing sent meanwhile by another."""
         async with self._pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
-                """SELECT id, scope_hash, op, version_id, attempts FROM vector_outbox
-                   WHERE next_attempt_at <= now() ORDER BY id LIMIT $1
-                   FOR UPDATE SKIP LOCKED""",
+                """WITH claimed AS (
+                       SELECT id, scope_hash, op, version_id, attempts FROM vector_outbox
+                       WHERE next_attempt_at <= now() ORDER BY id LIMIT $1
+                       FOR UPDATE SKIP LOCKED)
+                   SELECT c.* FROM claimed c
+                   WHERE c.version_id IS NULL OR NOT EXISTS (
+                       SELECT 1 FROM vector_outbox o
+                       WHERE o.version_id = c.version_id AND o.id < c.id
+                         AND o.id NOT IN (SELECT id FROM claimed))
+                   ORDER BY c.id""",
                 limit,
             )
             yield OutboxBatch(
@@ -481,6 +512,10 @@ class PostgresFactStore:
             model_name,
             dimension,
         )
+        if row is None:
+            # Another server recorded it at the same moment: the INSERT waited for its commit,
+            # but this statement's snapshot is older. The next statement sees that row.
+            row = await self._pool.fetchrow("SELECT model_name, dimension FROM embedding_model")
         if (row["model_name"], row["dimension"]) != (model_name, dimension):
             raise EmbeddingModelMismatch(
                 f"the stored vectors were made with {row['model_name']} "

@@ -235,6 +235,86 @@ async def test_sigterm_drains_in_flight_writes(data_dir: Path):
     assert await again.wait() == 0
 
 
+async def _writer(
+    stub: pb_grpc.MemoryServiceStub,
+    scope: dict[str, str],
+    conversation_id: str,
+    acknowledged: list[str],
+    refused: list[grpc.StatusCode],
+) -> None:
+    """Turn after turn until the server refuses; records what it acknowledged."""
+    for i in range(10_000):
+        try:
+            started = await stub.StartTurn(
+                pb.StartTurnRequest(
+                    **scope,
+                    conversation_id=conversation_id,
+                    content=f"I prefer report {i} as a table.",
+                    message_id=f"{conversation_id}-q{i}",
+                ),
+                timeout=20,
+            )
+            acknowledged.append(started.message.message_id)
+            done = await stub.CompleteTurn(
+                pb.CompleteTurnRequest(
+                    **scope,
+                    conversation_id=conversation_id,
+                    content=f"Here is report {i}.",
+                    parent_id=started.message.message_id,
+                    message_id=f"{conversation_id}-a{i}",
+                ),
+                timeout=20,
+            )
+            acknowledged.append(done.message.message_id)
+        except grpc.aio.AioRpcError as exc:
+            refused.append(exc.code())
+            return
+
+
+async def test_sigterm_under_sustained_load_loses_no_acknowledged_write(data_dir: Path):
+    server = await ServerProcess(
+        data_dir, "--shutdown-grace-seconds", "5", "--log-format", "json"
+    ).start()
+    scope = {"username": "sigterm-load", "graphname": "Finance"}
+    conversations = [new_id() for _ in range(16)]
+    acknowledged: list[str] = []
+    refused: list[grpc.StatusCode] = []
+    async with server.channel() as channel:
+        stub = pb_grpc.MemoryServiceStub(channel)
+        writers = [
+            asyncio.ensure_future(_writer(stub, scope, c, acknowledged, refused))
+            for c in conversations
+        ]
+        await assert_eventually(
+            lambda: asyncio.sleep(0, len(acknowledged) >= 200), what="load is running"
+        )
+        server.kill(signal.SIGTERM)
+        signalled = time.monotonic()
+        await asyncio.wait_for(asyncio.gather(*writers), timeout=30)  # nothing hangs
+    assert await server.wait() == 0
+    # Two grace periods at most (in-flight RPCs, then queued work), plus the database's stop.
+    assert time.monotonic() - signalled < 2 * 5 + 5
+    assert len(refused) == len(conversations), "every writer was refused in the end"
+    assert set(refused) <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
+    records = [json.loads(line) for line in server.log if line.startswith("{")]
+    assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    assert not any("report" in r["message"] for r in records)  # no message text at INFO
+
+    again = await ServerProcess(data_dir).start()
+    async with again.channel() as channel:
+        stub = pb_grpc.MemoryServiceStub(channel)
+        stored: list[str] = []
+        for c in conversations:
+            page = await stub.GetConversation(
+                pb.GetConversationRequest(**scope, conversation_id=c, page_size=1000)
+            )
+            stored.extend(m.message_id for m in page.messages)
+    assert set(acknowledged) <= set(stored)
+    assert len(stored) == len(set(stored))
+    again.kill(signal.SIGTERM)
+    assert await again.wait() == 0
+
+
 def _run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "memory_server", *args],

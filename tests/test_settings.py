@@ -58,6 +58,11 @@ def test_config_file_from_environment(tmp_path: Path):
         ({"database_url": "mysql://db"}, "database_url"),
         ({"llm_base_url": "http://127.0.0.1:8000/v1"}, "llm_model"),
         ({"db_pool_min_size": 20, "db_pool_max_size": 5}, "db_pool_min_size"),
+        ({"log_format": "xml"}, "log_format"),
+        ({"metrics_address": "9464"}, "metrics_address"),
+        ({"tls_cert_file": "/etc/hostname"}, "tls_cert_file"),  # without its key
+        ({"tls_client_ca_file": "/etc/hostname"}, "tls_client_ca_file"),  # without a cert
+        ({"tls_cert_file": "/nonexistent.pem", "tls_key_file": "/etc/hostname"}, "tls_cert_file"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, memory_config: dict[str, object], named: str):

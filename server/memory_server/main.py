@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from memory_client.v1 import memory_pb2, memory_pb2_grpc
 from memory_server.actors import ActorRegistry
+from memory_server.api.interceptors import EdgeInterceptor
 from memory_server.api.servicer import MemoryServicer
 from memory_server.embedding.backend import AsyncEmbeddingBackend, EmbeddingBackend
 from memory_server.embedding.minilm import MiniLMBackend
@@ -27,6 +28,7 @@ from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.index.pgvector import PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex
+from memory_server.logs import configure_logging
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.extract import RuleExtractor
 from memory_server.memory.ltm import LongTermMemory, LtmSettings
@@ -35,11 +37,13 @@ from memory_server.memory.reconcile import SimilarityReconciler
 from memory_server.memory.retention import RetentionJob
 from memory_server.memory.summary import ExtractiveSummarizer
 from memory_server.memory.turns import ConversationMemory
+from memory_server.metrics import Metrics, MetricsEndpoint
 from memory_server.outbox.worker import OutboxWorker
 from memory_server.settings import Settings, SettingsError, settings_from_cli
 from memory_server.store.conversations import PostgresConversationStore
 from memory_server.store.database import open_database
 from memory_server.store.facts import PostgresFactStore
+from memory_server.store.stats import outbox_stats
 from memory_server.tokens import TiktokenCounter
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,9 @@ class MemoryServer:
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self.port = 0
+        self.metrics = Metrics()
+        self.metrics_port = 0
+        self._serving = False
         self.database_dsn = ""
         self.ltm: LongTermMemory | None = None
         self.index: PgVectorIndex | TigerGraphIndex | None = None
@@ -76,10 +83,23 @@ class MemoryServer:
 
     async def _start(self) -> None:
         settings = self.settings
+        if settings.metrics_address:
+            # First in, last out: scrapes keep answering while the rest drains.
+            endpoint = MetricsEndpoint(
+                self.metrics, settings.metrics_address, lambda: self._serving
+            )
+            await endpoint.start()
+            self._stack.push_async_callback(endpoint.close)
+            self.metrics_port = endpoint.port
         servicer_memory: ConversationMemory | None = None
         if settings.enabled:
             servicer_memory = await self._start_memory(settings)
         server = grpc.aio.server(
+            interceptors=[
+                EdgeInterceptor(
+                    metrics=self.metrics, auth_token=settings.auth_token, tracing=settings.tracing
+                )
+            ],
             options=[
                 ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
@@ -88,7 +108,7 @@ class MemoryServer:
                 # the server must accept that rather than answer "too_many_pings".
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
-            ]
+            ],
         )
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(
             MemoryServicer(settings, servicer_memory, self.ltm), server
@@ -103,19 +123,26 @@ class MemoryServer:
                 ),
                 server,
             )
-        self.port = server.add_insecure_port(settings.listen_address)
+        credentials = server_credentials(settings)
+        if credentials is None:
+            self.port = server.add_insecure_port(settings.listen_address)
+        else:
+            self.port = server.add_secure_port(settings.listen_address, credentials)
         if self.port == 0:
             raise OSError(f"cannot listen on {settings.listen_address}")
         await server.start()
         self._server = server
         for name in ("", SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._serving = True
         host = settings.listen_address.rpartition(":")[0]
         log.info(
-            "graphrag-memory listening on %s:%d (memory %s)",
+            "graphrag-memory listening on %s:%d (memory %s, %s%s)",
             host,
             self.port,
             "enabled" if settings.enabled else "disabled",
+            "plaintext" if credentials is None else "TLS",
+            ", mutual TLS" if settings.tls_client_ca_file else "",
         )
 
     async def _start_memory(self, settings: Settings) -> ConversationMemory:
@@ -143,6 +170,10 @@ class MemoryServer:
         await registry.start()
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
         self.ltm = await self._start_long_term(settings, pool, registry)
+        self.metrics.observe_state(
+            actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
+            outbox=lambda: outbox_stats(pool),
+        )
         memory = ConversationMemory(
             store=PostgresConversationStore(pool),
             executor=registry,
@@ -167,6 +198,7 @@ class MemoryServer:
             backend,
             max_batch=settings.embedding_batch_size,
             max_wait_ms=settings.embedding_max_wait_ms,
+            observe_batch=self.metrics.embedding_batch,
         )
         await self._stack.enter_async_context(embedder)
         facts = PostgresFactStore(pool)
@@ -234,6 +266,7 @@ class MemoryServer:
                 max_facts_per_scope=settings.max_facts_per_scope,
             ),
             on_change=self.outbox.notify,
+            telemetry=self.metrics,
         )
 
     async def _vector_index(
@@ -264,6 +297,7 @@ class MemoryServer:
 
     async def close(self) -> None:
         server, self._server = self._server, None
+        self._serving = False
         if server is not None:
             await self._health.enter_graceful_shutdown()
             await server.stop(self.settings.shutdown_grace_seconds)
@@ -275,6 +309,22 @@ class MemoryServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS from the configured PEM files (None: plaintext); with a client CA, callers must
+    present a certificate it signed."""
+    if not settings.tls_cert_file:
+        return None
+    with open(settings.tls_key_file, "rb") as key, open(settings.tls_cert_file, "rb") as chain:
+        pair = (key.read(), chain.read())
+    client_ca = None
+    if settings.tls_client_ca_file:
+        with open(settings.tls_client_ca_file, "rb") as ca:
+            client_ca = ca.read()
+    return grpc.ssl_server_credentials(
+        [pair], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
 
 
 def embedding_backend(settings: Settings) -> EmbeddingBackend | AsyncEmbeddingBackend:
@@ -307,13 +357,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
     except SettingsError as exc:
         sys.stderr.write(f"graphrag-memory-server: configuration error: {exc}\n")
         raise SystemExit(2) from None
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # pgserver narrates every pg_ctl call at INFO.
-    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    configure_logging(settings.log_level, settings.log_format)
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve(settings))

@@ -82,7 +82,22 @@ class Settings:
     request_timeout_seconds: float = 30.0
     shutdown_grace_seconds: float = 10.0
     reflection: bool = True
+    # Bearer tokens a caller must send as `authorization: Bearer <token>` (comma-separated, so
+    # one can be rotated without downtime); empty = no authentication. Health stays open.
+    auth_token: str = ""
+    # TLS: certificate chain and private key (PEM files). With tls_client_ca_file, callers must
+    # present a certificate signed by that CA (mutual TLS).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
+    # Prometheus metrics over HTTP (GET /metrics, GET /healthz); empty = off.
+    metrics_address: str = ""
+    # An OpenTelemetry server span per RPC (needs the opentelemetry API; the SDK and exporter
+    # are configured by the deployment, e.g. OTEL_EXPORTER_OTLP_ENDPOINT).
+    tracing: bool = False
     log_level: str = "INFO"
+    # text (for people) or json (one object per line, for log pipelines).
+    log_format: str = "text"
 
     @property
     def summary_max_tokens(self) -> int:
@@ -116,6 +131,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "shutdown_grace_seconds": (0.0, 3600),
 }
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
 
 
 def _field_types() -> dict[str, type]:
@@ -175,12 +191,25 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
             )
     if settings.db_pool_min_size > settings.db_pool_max_size:
         raise SettingsError("db_pool_min_size: must not exceed db_pool_max_size")
-    host, sep, port = settings.listen_address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise SettingsError(
-            f"listen_address (from {sources.get('listen_address', 'default')}): "
-            f"expected host:port, got {settings.listen_address!r}"
-        )
+    for key in ("listen_address", "metrics_address"):
+        address = getattr(settings, key)
+        if key == "metrics_address" and not address:
+            continue
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise SettingsError(
+                f"{key} (from {sources.get(key, 'default')}): expected host:port, got {address!r}"
+            )
+    if settings.log_format not in LOG_FORMATS:
+        raise SettingsError(f"log_format: expected one of {', '.join(LOG_FORMATS)}")
+    if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
+        raise SettingsError("tls_cert_file: tls_cert_file and tls_key_file go together")
+    if settings.tls_client_ca_file and not settings.tls_cert_file:
+        raise SettingsError("tls_client_ca_file: mutual TLS needs tls_cert_file and tls_key_file")
+    for key in ("tls_cert_file", "tls_key_file", "tls_client_ca_file"):
+        path = getattr(settings, key)
+        if path and not Path(path).is_file():
+            raise SettingsError(f"{key} (from {sources.get(key, 'default')}): no file {path!r}")
     if settings.log_level.upper() not in _LOG_LEVELS:
         raise SettingsError(f"log_level: expected one of {', '.join(_LOG_LEVELS)}")
     if settings.llm_base_url and not settings.llm_model:

@@ -15,6 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
+from memory_server import logs
 from memory_server.api import validation as v
 from memory_server.api.errors import to_status
 from memory_server.memory.errors import Disabled, InvalidArgument
@@ -124,6 +125,13 @@ def _feedback(field: str, value: int) -> Feedback:
         raise InvalidArgument(field, f"unknown value {value}") from None
 
 
+def _scope(request: Any) -> Scope:
+    """The request's validated scope; its hash goes on every log record of the call."""
+    scope = v.scope(request.username, request.graphname)
+    logs.scope_hash.set(scope.scope_hash)
+    return scope
+
+
 def rpc(handler: Handler[Req, Resp]) -> Handler[Req, Resp]:
     """Maps errors to statuses in one place; anything unexpected is INTERNAL, logged once."""
 
@@ -183,7 +191,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def StartTurn(
         self, request: pb.StartTurnRequest, context: grpc.aio.ServicerContext
     ) -> pb.StartTurnResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         conversation_id = v.identifier("conversation_id", request.conversation_id)
         turn = await self._memory.start_turn(
             scope,
@@ -205,7 +213,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def CompleteTurn(
         self, request: pb.CompleteTurnRequest, context: grpc.aio.ServicerContext
     ) -> pb.CompleteTurnResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         conversation_id = v.identifier("conversation_id", request.conversation_id)
         reply = ReplyFields(
             model=v.short_text("model", request.model, v.MAX_ID_CHARS),
@@ -230,7 +238,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def GetContext(
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetContextResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         conversation_id = v.identifier("conversation_id", request.conversation_id)
         question = self._content("question", request.question, required=False)
         memory_context, exists = await self._memory.get_context(
@@ -242,7 +250,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def AppendMessages(
         self, request: pb.AppendMessagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendMessagesResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         conversation_id = v.identifier("conversation_id", request.conversation_id)
         if not request.messages:
             raise InvalidArgument("messages", "must not be empty")
@@ -302,7 +310,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def ListConversations(
         self, request: pb.ListConversationsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListConversationsResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         page = await self._memory.list_conversations(
             scope,
             v.page_size("page_size", request.page_size, *LIST_CONVERSATIONS_PAGE),
@@ -318,7 +326,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def GetConversation(
         self, request: pb.GetConversationRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetConversationResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         info, page = await self._memory.get_conversation(
             scope,
             v.identifier("conversation_id", request.conversation_id),
@@ -336,7 +344,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def SubmitFeedback(
         self, request: pb.SubmitFeedbackRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitFeedbackResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         message = await self._memory.submit_feedback(
             scope,
             v.identifier("message_id", request.message_id),
@@ -350,7 +358,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def RenameConversation(
         self, request: pb.RenameConversationRequest, context: grpc.aio.ServicerContext
     ) -> pb.RenameConversationResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         info = await self._memory.rename_conversation(
             scope,
             v.identifier("conversation_id", request.conversation_id),
@@ -363,7 +371,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def DeleteConversation(
         self, request: pb.DeleteConversationRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteConversationResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         deleted = await self._memory.delete_conversation(
             scope,
             v.identifier("conversation_id", request.conversation_id),
@@ -377,7 +385,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def SearchFacts(
         self, request: pb.SearchFactsRequest, context: grpc.aio.ServicerContext
     ) -> pb.SearchFactsResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         query = self._content("query", request.query)
         if request.top_k < 0 or request.top_k > MAX_TOP_K:
             raise InvalidArgument("top_k", f"must be between 0 and {MAX_TOP_K}")
@@ -414,7 +422,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def ListFacts(
         self, request: pb.ListFactsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListFactsResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         size = v.page_size("page_size", request.page_size, *LIST_FACTS_PAGE)
         offset = _offset_token(request.page_token)
         facts = await self._ltm.list_facts(
@@ -435,7 +443,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def GetFact(
         self, request: pb.GetFactRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetFactResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         versions = await self._ltm.get_fact(scope, v.identifier("fact_id", request.fact_id))
         live = [f for f in versions if f.superseded_at is None and f.valid_to is None]
         response = pb.GetFactResponse(versions=[fact_pb(f) for f in versions])
@@ -447,7 +455,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def GetFactHistory(
         self, request: pb.GetFactHistoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetFactHistoryResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         events = await self._ltm.history(scope, v.identifier("fact_id", request.fact_id))
         return pb.GetFactHistoryResponse(
             events=[
@@ -468,7 +476,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def AddFact(
         self, request: pb.AddFactRequest, context: grpc.aio.ServicerContext
     ) -> pb.AddFactResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         text = v.short_text("text", self._content("text", request.text).strip(), MAX_FACT_CHARS)
         change = await self._ltm.add_fact(scope, text, _kind(request.kind) or FactKind.OTHER)
         return pb.AddFactResponse(fact=await self._fact_version(scope, change.fact_id))
@@ -477,7 +485,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def UpdateFact(
         self, request: pb.UpdateFactRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpdateFactResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         fact_id = v.identifier("fact_id", request.fact_id)
         text = v.short_text("text", self._content("text", request.text).strip(), MAX_FACT_CHARS)
         change = await self._ltm.update_fact(scope, fact_id, text, _kind(request.kind))
@@ -487,7 +495,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def DeleteFact(
         self, request: pb.DeleteFactRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteFactResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         await self._ltm.delete_fact(
             scope, v.identifier("fact_id", request.fact_id), ended=request.ended
         )
@@ -497,7 +505,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def ForgetScope(
         self, request: pb.ForgetScopeRequest, context: grpc.aio.ServicerContext
     ) -> pb.ForgetScopeResponse:
-        scope = v.scope(request.username, request.graphname)
+        scope = _scope(request)
         counts = await self._ltm.forget_scope(scope, include_messages=request.include_conversations)
         return pb.ForgetScopeResponse(
             facts=counts["facts"], versions=counts["versions"], messages=counts["messages"]

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -100,7 +100,9 @@ class EmbeddingPool:
         max_batch: int = 32,
         max_wait_ms: float = 2.0,
         max_queue: int = 4096,
+        observe_batch: Callable[[int, float], None] | None = None,
     ) -> None:
+        """`observe_batch(texts, seconds)` is told of every batch the backend embedded."""
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         if max_wait_ms < 0:
@@ -127,6 +129,7 @@ class EmbeddingPool:
         self._batches = 0
         self._texts = 0
         self._last_batch_size = 0
+        self._observe_batch = observe_batch
 
     # --- Embedder ---------------------------------------------------------------------------
 
@@ -294,7 +297,9 @@ class EmbeddingPool:
         try:
             if not self._loaded:
                 await self._load()
+            started = time.perf_counter()
             vectors = await self._backend.embed_batch([item.text for item in batch])
+            seconds = time.perf_counter() - started
             self._check(vectors, len(batch))
         except asyncio.CancelledError:
             self._fail(batch, "the embedding pool is closed")
@@ -312,6 +317,8 @@ class EmbeddingPool:
         self._batches += 1
         self._texts += len(batch)
         self._last_batch_size = len(batch)
+        if self._observe_batch is not None:
+            self._observe_batch(len(batch), seconds)
         for item, vector in zip(batch, vectors, strict=True):
             call = item.call
             call.results[item.index] = vector

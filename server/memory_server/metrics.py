@@ -1,0 +1,181 @@
+"""Prometheus metrics: one registry per server (several servers can share a test process), the
+families below, and an HTTP endpoint (`metrics_address`) serving `GET /metrics` and
+`GET /healthz` from the server's event loop.
+
+Counters and histograms are updated as things happen (RPCs by the edge interceptor, embedding
+batches by the pool, decisions and dropped secrets by long-term memory). Gauges that describe
+state (actors, mailboxes, outbox) are read when scraped, so they are never stale; the outbox
+figures take one small query, bounded by a timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+log = logging.getLogger(__name__)
+
+OutboxStats = Callable[[], Awaitable[tuple[int, float]]]  # (pending rows, oldest age in s)
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+_SCRAPE_QUERY_TIMEOUT_S = 2.0
+
+
+class Metrics:
+    """The service's metric families, in a registry of their own."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.rpc_requests = Counter(
+            "graphrag_memory_rpc_requests",
+            "RPCs answered, by method and gRPC status",
+            ["method", "code"],
+            registry=r,
+        )
+        self.rpc_seconds = Histogram(
+            "graphrag_memory_rpc_duration_seconds",
+            "RPC latency in the server, by method and gRPC status",
+            ["method", "code"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.actors_alive = Gauge(
+            "graphrag_memory_actors_alive", "Scope actors currently running", registry=r
+        )
+        self.mailbox_depth = Gauge(
+            "graphrag_memory_mailbox_depth", "Writes queued on all scope actors", registry=r
+        )
+        self.outbox_pending = Gauge(
+            "graphrag_memory_outbox_pending",
+            "Fact changes committed but not yet in the vector index",
+            registry=r,
+        )
+        self.outbox_lag = Gauge(
+            "graphrag_memory_outbox_lag_seconds",
+            "Age of the oldest change waiting in the outbox (0 when empty)",
+            registry=r,
+        )
+        self.embedding_batch_size = Histogram(
+            "graphrag_memory_embedding_batch_size",
+            "Texts per batch of the shared embedding pool",
+            buckets=_BATCH_BUCKETS,
+            registry=r,
+        )
+        self.embedding_batch_seconds = Histogram(
+            "graphrag_memory_embedding_batch_duration_seconds",
+            "Time to embed one batch",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.fact_decisions = Counter(
+            "graphrag_memory_fact_decisions",
+            "Reconciliation decisions applied to long-term memory",
+            ["decision"],
+            registry=r,
+        )
+        self.secrets_dropped_total = Counter(
+            "graphrag_memory_secrets_dropped",
+            "Sentences dropped before extraction because they held a secret",
+            registry=r,
+        )
+        self._actors: Callable[[], tuple[int, int]] | None = None
+        self._outbox: OutboxStats | None = None
+        for decision in ("ADD", "UPDATE", "DELETE", "NONE"):
+            self.fact_decisions.labels(decision)  # present at 0 before the first decision
+
+    def observe_state(
+        self, *, actors: Callable[[], tuple[int, int]], outbox: OutboxStats | None
+    ) -> None:
+        """Where the scrape-time gauges come from: (actors alive, queued writes) and, with
+        long-term memory on, the outbox's (pending, oldest age)."""
+        self._actors = actors
+        self._outbox = outbox
+
+    # --- Telemetry (the domain's port) and the pool's observer -------------------------------
+
+    def fact_decision(self, decision: str) -> None:
+        self.fact_decisions.labels(decision).inc()
+
+    def secrets_dropped(self, sentences: int) -> None:
+        if sentences:
+            self.secrets_dropped_total.inc(sentences)
+
+    def embedding_batch(self, size: int, seconds: float) -> None:
+        self.embedding_batch_size.observe(size)
+        self.embedding_batch_seconds.observe(seconds)
+
+    def rpc(self, method: str, code: str, seconds: float) -> None:
+        self.rpc_requests.labels(method, code).inc()
+        self.rpc_seconds.labels(method, code).observe(seconds)
+
+    # --- exposition ----------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        if self._actors is not None:
+            alive, queued = self._actors()
+            self.actors_alive.set(alive)
+            self.mailbox_depth.set(queued)
+        if self._outbox is not None:
+            try:
+                async with asyncio.timeout(_SCRAPE_QUERY_TIMEOUT_S):
+                    pending, lag_s = await self._outbox()
+            except Exception as exc:  # a scrape must not fail because the database is slow
+                log.warning("outbox metrics not refreshed: %s", type(exc).__name__)
+            else:
+                self.outbox_pending.set(pending)
+                self.outbox_lag.set(lag_s)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsEndpoint:
+    """`GET /metrics` (Prometheus text format) and `GET /healthz` (200 while serving, 503
+    otherwise) over plain HTTP on `address`; port 0 picks a free one (see `port`)."""
+
+    def __init__(self, metrics: Metrics, address: str, serving: Callable[[], bool]) -> None:
+        self._metrics = metrics
+        self._host, _, port = address.rpartition(":")
+        self._port = int(port)
+        self._serving = serving
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._scrape)
+        app.router.add_get("/healthz", self._healthz)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._port, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        server: Any = site._server  # aiohttp keeps the listening sockets here
+        self.port = server.sockets[0].getsockname()[1]
+        log.info("metrics on http://%s:%d/metrics", self._host, self.port)
+
+    async def close(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _scrape(self, request: web.Request) -> web.Response:
+        await self._metrics.refresh()
+        return web.Response(
+            body=self._metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        if self._serving():
+            return web.Response(text="SERVING\n")
+        return web.Response(status=503, text="NOT_SERVING\n")

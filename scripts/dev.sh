@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Chores: gen | check-gen | lint | test | ci. Expects the dev install in .venv
-# (python3 -m venv .venv && .venv/bin/pip install -e '.[dev]').
+# Chores: gen | check-gen | lint | test | lock | deploy-check | ci. Expects the dev install in
+# .venv (python3 -m venv .venv && .venv/bin/pip install -e '.[dev]').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
+# The newest Kubernetes schema kubernetes-validate 1.37.0 bundles.
+K8S_VERSION=1.37.0
 
 case "${1:-}" in
   gen)
@@ -27,12 +29,75 @@ case "${1:-}" in
     shift
     "$VENV/bin/pytest" "$@"
     ;;
+  lock)
+    # requirements/server.txt: what a plain `pip install .` puts in a fresh venv, pinned, with
+    # the sha256 of each wheel, for the image's `pip install --require-hashes`. Needs the
+    # package index; run it after changing [project] dependencies and commit the result.
+    # pip picks wheels for the machine it runs on, so lock on the image's platform: Linux x86_64,
+    # CPython 3.11, glibc no newer than bookworm's 2.36.
+    "$PY" -c 'import platform as p, sys; v = p.libc_ver(); sys.exit(not (
+        p.system() == "Linux" and p.machine() == "x86_64" and sys.version_info[:2] == (3, 11)
+        and v[0] == "glibc" and tuple(map(int, v[1].split("."))) <= (2, 36)))' \
+      || { echo "lock: run on Linux x86_64, CPython 3.11, glibc <= 2.36 (the image's)" >&2; exit 1; }
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    # The same inputs as the image's build stage, copied so the build leaves nothing here.
+    mkdir "$work/src"
+    cp -R pyproject.toml README.md server clients "$work/src/"
+    "$PY" -m venv "$work/venv"
+    "$work/venv/bin/pip" install --quiet "$work/src"
+    "$work/venv/bin/pip" freeze --exclude graphrag-memory >"$work/freeze.txt"
+    "$work/venv/bin/pip" download --quiet --no-deps --only-binary=:all: \
+      -r "$work/freeze.txt" -d "$work/wheels"
+    "$PY" - "$work/freeze.txt" "$work/wheels" requirements/server.txt <<'EOF'
+import hashlib
+import re
+import sys
+from pathlib import Path
+
+freeze, wheels, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+by_name: dict[str, list[Path]] = {}
+for wheel in sorted(wheels.glob("*.whl")):
+    by_name.setdefault(norm(wheel.name.split("-")[0]), []).append(wheel)
+lines = [
+    "# Runtime dependencies of a plain `pip install .` (graphrag-memory itself excluded), every",
+    "# distribution pinned, with the sha256 of the wheel the image installs (CPython 3.11,",
+    "# linux x86_64): the Dockerfile runs pip install --no-deps --require-hashes -r on it.",
+    "# Generated; do not edit. Regenerate with `scripts/dev.sh lock` (a fresh venv, pip install .,",
+    "# pip freeze --exclude graphrag-memory, pip download --no-deps --only-binary=:all:, sha256).",
+]
+for requirement in freeze.read_text().split():
+    name = requirement.split("==")[0]
+    found = by_name.get(norm(name))
+    if "==" not in requirement or not found:
+        sys.exit(f"lock: no pinned wheel for {requirement!r}")
+    hashes = [hashlib.sha256(wheel.read_bytes()).hexdigest() for wheel in found]
+    lines.append(" \\\n".join([requirement, *(f"    --hash=sha256:{h}" for h in hashes)]))
+out.parent.mkdir(exist_ok=True)
+out.write_text("\n".join(lines) + "\n")
+print(f"lock: wrote {out} ({len(lines) - 5} distributions)")
+EOF
+    ;;
+  deploy-check)
+    # The Dockerfile, the Kubernetes manifests and compose.yaml against their linters and
+    # schemas, offline (tests/test_deploy.py adds the invariants a schema can't express).
+    "$VENV/bin/hadolint" Dockerfile
+    "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" --quiet k8s/*.yaml
+    "$VENV/bin/check-jsonschema" --builtin-schema vendor.compose-spec compose.yaml
+    ;;
   ci)
     "$0" check-gen
     "$0" lint
+    "$0" deploy-check
     ;;
   *)
-    echo "usage: scripts/dev.sh gen|check-gen|lint|test [pytest args]|ci" >&2
+    echo "usage: scripts/dev.sh gen|check-gen|lint|test [pytest args]|lock|deploy-check|ci" >&2
     exit 2
     ;;
 esac

@@ -15,9 +15,10 @@ Wrapped handlers are built once per method and cached: the per-call cost is the 
 from __future__ import annotations
 
 import hmac
+import itertools
 import logging
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -33,13 +34,19 @@ REQUEST_ID_KEY = "x-request-id"
 _MAX_REQUEST_ID = 128
 
 
+# A new request id is this process's random prefix and a counter: unique across replicas and
+# restarts without drawing randomness on every call.
+_PROCESS_PREFIX = os.urandom(6).hex()
+_SEQUENCE = itertools.count(1)
+
+
 def _caller_request_id(metadata: Sequence[tuple[str, Any]]) -> str:
     for key, value in metadata:
         if key == REQUEST_ID_KEY and isinstance(value, str):
             if 0 < len(value) <= _MAX_REQUEST_ID and value.isprintable():
                 return value
             break
-    return uuid.uuid4().hex
+    return f"{_PROCESS_PREFIX}-{next(_SEQUENCE):x}"
 
 
 def _bearer(metadata: Sequence[tuple[str, Any]]) -> str | None:

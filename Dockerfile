@@ -62,5 +62,5 @@ EXPOSE 50051 9464
 # container at least 2 x shutdown_grace_seconds plus a margin before it is killed.
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-m", "memory_server.healthcheck", "127.0.0.1:50051"]
+    CMD ["python", "-m", "memory_server.healthcheck"]
 ENTRYPOINT ["graphrag-memory-server"]

@@ -4,7 +4,10 @@ by openssl for the test."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -151,3 +154,41 @@ async def test_mutual_tls_requires_a_client_certificate(
                 health_pb2.HealthCheckRequest(), timeout=5
             )
         assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
+def _healthcheck(environ: dict[str, str]) -> int:
+    # The server's settings as its container's environment would hold them.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHRAG_MEMORY_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "memory_server.healthcheck"],
+        env={**env, **environ},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return result.returncode
+
+
+async def test_container_healthcheck_follows_the_server_settings(
+    start_server: ServerFactory, pki: Path
+) -> None:
+    plaintext = await start_server()
+    env = {"GRAPHRAG_MEMORY_LISTEN_ADDRESS": f"0.0.0.0:{plaintext.server.port}"}
+    assert await asyncio.to_thread(_healthcheck, env) == 0
+
+    tls = {
+        "GRAPHRAG_MEMORY_TLS_CERT_FILE": str(pki / "server.pem"),
+        "GRAPHRAG_MEMORY_TLS_KEY_FILE": str(pki / "server.key"),
+    }
+    secure = await start_server(
+        tls_cert_file=tls["GRAPHRAG_MEMORY_TLS_CERT_FILE"],
+        tls_key_file=tls["GRAPHRAG_MEMORY_TLS_KEY_FILE"],
+        metrics_address="127.0.0.1:0",
+    )
+    listen = {"GRAPHRAG_MEMORY_LISTEN_ADDRESS": f"0.0.0.0:{secure.server.port}"}
+    metrics = {"GRAPHRAG_MEMORY_METRICS_ADDRESS": f"0.0.0.0:{secure.server.metrics_port}"}
+    assert await asyncio.to_thread(_healthcheck, {**tls, **listen, **metrics}) == 0
+    # Without a metrics port there is nothing it can ask a TLS server over plaintext.
+    assert await asyncio.to_thread(_healthcheck, {**tls, **listen}) == 1
+    await secure.server.close()  # NOT_SERVING, then gone
+    assert await asyncio.to_thread(_healthcheck, {**tls, **listen, **metrics}) == 1

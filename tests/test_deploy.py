@@ -403,12 +403,8 @@ def test_image_runs_unprivileged_with_exec_form_entrypoint_and_healthcheck() -> 
     assert user not in ("root", "0") and int(user) == 10001
     assert json.loads(ops["ENTRYPOINT"]) == ["graphrag-memory-server"]
     options, _, command = ops["HEALTHCHECK"].partition("CMD ")
-    assert json.loads(command) == [
-        "python",
-        "-m",
-        "memory_server.healthcheck",
-        "127.0.0.1:50051",
-    ]
+    # No address: it follows the server's own settings (plaintext gRPC, or /healthz with TLS).
+    assert json.loads(command) == ["python", "-m", "memory_server.healthcheck"]
     assert ops["STOPSIGNAL"] == "SIGTERM"
     assert set(ops["EXPOSE"].split()) == {"50051", "9464"}
     assert ops.get("WORKDIR")

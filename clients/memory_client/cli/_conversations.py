@@ -43,10 +43,10 @@ def health(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitC
 
 
 def _context_figures(context: pb.MemoryContext) -> str:
-    # Long-term facts are counted, not their tokens: the server leaves long_term.tokens at 0.
     return (
         f"{context.total_tokens} of {context.budget_tokens} tokens "
-        f"(summary {context.summary_tokens}, recent {context.recent_tokens}); "
+        f"(summary {context.summary_tokens}, recent {context.recent_tokens}, "
+        f"long-term {context.long_term.tokens}); "
         f"{plural(len(context.recent_messages), 'recent message')}, "
         f"{context.omitted_messages} omitted; "
         f"{plural(len(context.long_term.facts), 'fact')} recalled"

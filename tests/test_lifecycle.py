@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -23,70 +22,14 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 
 from conftest import assert_eventually, new_id
+from server_process import ServerProcess
 
 pytestmark = pytest.mark.slow
-_LISTENING = re.compile(r"listening on [\d.]+:(\d+)")
 
 
-class ServerProcess:
-    def __init__(self, data_dir: Path, *args: str) -> None:
-        self.data_dir = data_dir
-        self.args = args
-        self.process: subprocess.Popen[str] | None = None
-        self.port = 0
-        self.log: list[str] = []
-
-    async def start(self, timeout_s: float = 60) -> ServerProcess:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memory_server",
-                "--data-dir",
-                str(self.data_dir),
-                "--listen-address",
-                "127.0.0.1:0",
-                *self.args,
-            ],
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-        )
-        assert self.process.stderr is not None
-        stderr = self.process.stderr
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            line = await asyncio.to_thread(stderr.readline)
-            if not line:
-                break
-            self.log.append(line)
-            match = _LISTENING.search(line)
-            if match:
-                self.port = int(match[1])
-                # Keep draining stderr so the server never blocks on a full pipe.
-                self._drain = asyncio.ensure_future(asyncio.to_thread(self._drain_rest))
-                return self
-        raise AssertionError("server did not start:\n" + "".join(self.log))
-
-    def _drain_rest(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
-        for line in self.process.stderr:
-            self.log.append(line)
-
-    def channel(self) -> grpc.aio.Channel:
-        return grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
-
-    async def wait(self, timeout_s: float = 30) -> int:
-        assert self.process is not None
-        code = await asyncio.to_thread(self.process.wait, timeout_s)
-        await self._drain
-        assert self.process.stderr is not None
-        self.process.stderr.close()
-        return code
-
-    def kill(self, sig: int) -> None:
-        assert self.process is not None
-        self.process.send_signal(sig)
+def _server(data_dir: Path, *args: str) -> ServerProcess:
+    """A server on its embedded PostgreSQL in `data_dir`, on a free port."""
+    return ServerProcess("--data-dir", str(data_dir), "--listen-address", "127.0.0.1:0", *args)
 
 
 def _postmaster_pid(data_dir: Path) -> int | None:
@@ -141,7 +84,7 @@ async def _turns(
 async def test_kill_9_loses_nothing_acknowledged(data_dir: Path):
     scope = {"username": "kill-test", "graphname": "Finance"}
     conversation = new_id()
-    first = await ServerProcess(data_dir).start()
+    first = await _server(data_dir).start()
     acknowledged: list[str] = []
     async with first.channel() as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
@@ -158,7 +101,7 @@ async def test_kill_9_loses_nothing_acknowledged(data_dir: Path):
     postmaster = _postmaster_pid(data_dir)
     assert postmaster is not None and _alive(postmaster), "PostgreSQL outlives its owner"
 
-    second = await ServerProcess(data_dir).start()  # no manual cleanup in between
+    second = await _server(data_dir).start()  # no manual cleanup in between
     async with second.channel() as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
         page = await stub.GetConversation(
@@ -182,7 +125,7 @@ async def test_kill_9_loses_nothing_acknowledged(data_dir: Path):
 
 
 async def test_sigterm_drains_in_flight_writes(data_dir: Path):
-    server = await ServerProcess(data_dir, "--shutdown-grace-seconds", "5").start()
+    server = await _server(data_dir, "--shutdown-grace-seconds", "5").start()
     scope = {"username": "sigterm-test", "graphname": "Finance"}
     conversations = [new_id() for _ in range(8)]
     async with server.channel() as channel:
@@ -221,7 +164,7 @@ async def test_sigterm_drains_in_flight_writes(data_dir: Path):
         assert failure.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
     assert acknowledged, "requests in flight at SIGTERM finish"
 
-    again = await ServerProcess(data_dir).start()
+    again = await _server(data_dir).start()
     async with again.channel() as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
         stored: set[str] = set()
@@ -272,7 +215,7 @@ async def _writer(
 
 
 async def test_sigterm_under_sustained_load_loses_no_acknowledged_write(data_dir: Path):
-    server = await ServerProcess(
+    server = await _server(
         data_dir, "--shutdown-grace-seconds", "5", "--log-format", "json"
     ).start()
     scope = {"username": "sigterm-load", "graphname": "Finance"}
@@ -300,7 +243,7 @@ async def test_sigterm_under_sustained_load_loses_no_acknowledged_write(data_dir
     assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
     assert not any("report" in r["message"] for r in records)  # no message text at INFO
 
-    again = await ServerProcess(data_dir).start()
+    again = await _server(data_dir).start()
     async with again.channel() as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
         stored: list[str] = []
@@ -354,7 +297,7 @@ def test_bad_config_file_names_the_key(tmp_path: Path):
 
 async def test_healthcheck_command(data_dir: Path):
     assert _run_module("memory_server.healthcheck", "127.0.0.1:1").returncode == 1
-    server = await ServerProcess(data_dir).start()
+    server = await _server(data_dir).start()
     try:
         result = await asyncio.to_thread(
             _run_module, "memory_server.healthcheck", f"127.0.0.1:{server.port}"

@@ -8,10 +8,6 @@ holds only because the database orders a scope's writes too.
 from __future__ import annotations
 
 import asyncio
-import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -30,8 +26,8 @@ from memory_server.store.facts import PostgresFactStore
 from memory_server.store.schema import apply_migrations
 
 from conftest import all_messages, new_id
+from server_process import ServerProcess
 
-_LISTENING = re.compile(r"listening on [\d.]+:(\d+)")
 _WRITERS_PER_SERVER = 50
 _TURNS_PER_WRITER = 3
 _PREFERENCES = "I prefer dark mode. Always answer in French."
@@ -39,77 +35,29 @@ _LEARNED = ("Prefers dark mode", "Wants the assistant to always answer in French
 _MANUAL = "Prefers answers as bullet points"
 
 
-class Replica:
-    """One `python -m memory_server` process on the shared database."""
-
-    def __init__(self, database_url: str) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memory_server",
-                "--database-url",
-                database_url,
-                "--listen-address",
-                "127.0.0.1:0",
-                # Nothing is summarized, so a context is exactly the messages before it.
-                "--stm-context-tokens",
-                "200000",
-                # Facts are learned before CompleteTurn answers: the assertions need no waiting.
-                "--fact-extract-async",
-                "false",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.log: list[str] = []
-        self.port = 0
-        self._drain: asyncio.Future[None] | None = None
-
-    async def started(self, timeout_s: float = 60) -> Replica:
-        stderr = self.process.stderr
-        assert stderr is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            line = await asyncio.to_thread(stderr.readline)
-            if not line:
-                break
-            self.log.append(line)
-            if match := _LISTENING.search(line):
-                self.port = int(match[1])
-                # Keep reading, so the server never blocks on a full pipe.
-                self._drain = asyncio.ensure_future(asyncio.to_thread(self._read_rest))
-                return self
-        raise AssertionError("server did not start:\n" + "".join(self.log))
-
-    def _read_rest(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.log.append(line)
-
-    async def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            code = await asyncio.to_thread(self.process.wait, 30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = await asyncio.to_thread(self.process.wait, 10)
-        if self._drain is not None:
-            await self._drain
-        assert self.process.stderr is not None
-        self.process.stderr.close()
-        return code
+def _replica(database_url: str) -> ServerProcess:
+    """One server on the shared database."""
+    return ServerProcess(
+        "--database-url",
+        database_url,
+        "--listen-address",
+        "127.0.0.1:0",
+        # Nothing is summarized, so a context is exactly the messages before it.
+        "--stm-context-tokens",
+        "200000",
+        # Facts are learned before CompleteTurn answers: the assertions need no waiting.
+        "--fact-extract-async",
+        "false",
+    )
 
 
 @pytest.fixture
 async def replicas(fresh_database_url: str) -> AsyncIterator[list[pb_grpc.MemoryServiceStub]]:
     # Both start (and migrate) at once, as replicas of one Deployment do.
-    servers = [Replica(fresh_database_url), Replica(fresh_database_url)]
+    servers = [_replica(fresh_database_url), _replica(fresh_database_url)]
     channels: list[grpc.aio.Channel] = []
     try:
-        await asyncio.gather(*(s.started() for s in servers))
+        await asyncio.gather(*(s.start() for s in servers))
         channels = [grpc.aio.insecure_channel(f"127.0.0.1:{s.port}") for s in servers]
         yield [pb_grpc.MemoryServiceStub(c) for c in channels]
     finally:

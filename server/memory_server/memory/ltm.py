@@ -123,8 +123,6 @@ class LongTermMemory:
         self._on_change = on_change
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.secrets_dropped = 0
-        self.outcomes: dict[str, int] = {d.value: 0 for d in Decision}
 
     # --- recall ------------------------------------------------------------------------------
 
@@ -252,7 +250,6 @@ class LongTermMemory:
         assistant = self._secrets.scrub(turn.assistant_text)
         found = user.secrets_found + assistant.secrets_found
         if found:
-            self.secrets_dropped += found
             self._telemetry.secrets_dropped(found)
             log.info("dropped %d secret(s) before extraction", found)
         if not user.text.strip():
@@ -313,7 +310,6 @@ class LongTermMemory:
             revise=None if revise is None else lambda live: standing(revise(live)),
         )
         for change in applied:
-            self.outcomes[change.decision.value] += 1
             self._telemetry.fact_decision(change.decision.value)
         if any(c.decision is not Decision.NONE for c in applied):
             self._on_change()
@@ -374,7 +370,7 @@ class LongTermMemory:
                 max_live=self._settings.max_facts_per_scope,
                 ended=ended,
             )
-            self.outcomes[Decision.DELETE.value] += 1
+            self._telemetry.fact_decision(Decision.DELETE.value)
             self._on_change()
 
         await self._executor.run(scope, job)

@@ -170,8 +170,7 @@ class MetricsEndpoint:
             await runner.cleanup()
             raise
         self._runner = runner
-        server: Any = site._server  # aiohttp keeps the listening sockets here
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = runner.addresses[0][1]
         log.info("metrics on http://%s:%d/metrics", self._host, self.port)
 
     async def close(self) -> None:

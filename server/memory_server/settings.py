@@ -78,6 +78,8 @@ class Settings:
     retention_interval_seconds: float = 3600.0
     db_pool_min_size: int = 2
     db_pool_max_size: int = 10
+    # Longest wait for a free PostgreSQL connection; past it the call answers UNAVAILABLE.
+    db_pool_wait_seconds: float = 10.0
     # Budget for one RPC when the client sets no deadline.
     request_timeout_seconds: float = 30.0
     shutdown_grace_seconds: float = 10.0
@@ -127,6 +129,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "retention_interval_seconds": (1, 7 * 86400),
     "db_pool_min_size": (0, 1000),
     "db_pool_max_size": (1, 1000),
+    "db_pool_wait_seconds": (0.01, 3600),
     "request_timeout_seconds": (0.1, 3600),
     "shutdown_grace_seconds": (0.0, 3600),
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from memory_server.memory.errors import Unavailable
 from memory_server.memory.identity import Scope
 from memory_server.memory.model import Summary
 from memory_server.memory.ports import ConversationStore, Summarizer, SummaryTurn, TokenCounter
@@ -94,6 +95,10 @@ class Compactor:
             try:
                 async with self._slots:
                     await self.compact(*key)
+            except Unavailable as exc:
+                # The next turn of the conversation compacts again.
+                self.failures += 1
+                log.warning("background compaction skipped: %s", exc)
             except Exception:
                 self.failures += 1
                 log.exception("background compaction failed")

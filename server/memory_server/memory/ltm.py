@@ -48,6 +48,9 @@ from memory_server.memory.reconcile import revalidate
 
 log = logging.getLogger(__name__)
 
+# Back-off of background learning while the database is unavailable (about 15 s in all).
+_LEARN_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+
 # Candidates fetched from each signal before fusion: enough that the fused top-k is stable.
 _CANDIDATES_PER_SIGNAL = 50
 MANUAL = "manual"
@@ -233,12 +236,23 @@ class LongTermMemory:
             return
 
         async def run() -> None:
-            try:
-                found = await turn()
-                if found is not None:
-                    await self.learn(found)
-            except Exception:
-                log.exception("background fact extraction failed")
+            # A database fault (a restart, a dropped connection) is retried: the turn is
+            # stored, and learning from it again is safe (what was applied is NONE now).
+            for delay_s in (*_LEARN_RETRY_DELAYS_S, None):
+                try:
+                    found = await turn()
+                    if found is not None:
+                        await self.learn(found)
+                    return
+                except Unavailable as exc:
+                    if delay_s is None or self._closed:
+                        log.warning("background fact extraction gave up: %s", exc)
+                        return
+                    log.info("background fact extraction retries in %.1fs: %s", delay_s, exc)
+                    await asyncio.sleep(delay_s)
+                except Exception:
+                    log.exception("background fact extraction failed")
+                    return
 
         task = asyncio.create_task(run(), name="learn")
         self._tasks.add(task)

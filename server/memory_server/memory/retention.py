@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import FactStore, ScopeExecutor
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class RetentionJob:
         while True:
             try:
                 await self.run_once()
+            except Unavailable as exc:
+                log.warning("retention pass skipped: %s", exc)
             except Exception:
                 log.exception("retention pass failed")
             await asyncio.sleep(self._interval_s)

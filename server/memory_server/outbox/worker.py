@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
+from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import Embedder, VectorIndex, VectorRecord
 from memory_server.store.facts import (
     OutboxBatch,
@@ -90,6 +91,9 @@ class OutboxWorker:
             self._wake.clear()  # before draining: a notify during the drain is not lost
             try:
                 await self.drain()
+            except Unavailable as exc:
+                # The rows stay pending; the next pass sends them.
+                log.warning("outbox pass skipped: %s", exc)
             except Exception:
                 log.exception("outbox pass failed")
             woken = False

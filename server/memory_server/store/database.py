@@ -16,6 +16,7 @@ import asyncpg
 from memory_server.memory.errors import Unavailable
 from memory_server.settings import Settings
 from memory_server.store.embedded import EmbeddedPostgres, default_data_dir
+from memory_server.store.faults import database_fault
 from memory_server.store.schema import apply_migrations
 
 log = logging.getLogger(__name__)
@@ -29,26 +30,6 @@ class DatabaseUnavailable(Unavailable):
     """PostgreSQL dropped the connection, is restarting or recovering, or is out of resources.
     A write may have committed before its acknowledgement was lost: retry it with the same
     client ids (message id, fact text), which makes the retry store nothing twice."""
-
-
-def database_fault(exc: BaseException) -> str | None:
-    """Why `exc` is a fault of the database rather than of the request; None if it is not."""
-    if isinstance(exc, TimeoutError):
-        return None  # a statement or pool timeout: the caller's deadline, not a fault
-    state = getattr(exc, "sqlstate", None) or ""
-    if isinstance(exc, asyncpg.PostgresConnectionError) or state.startswith("08"):
-        return "the database connection was lost"
-    if state == "57P03":
-        return "the database is starting up or recovering"
-    if state.startswith("57P"):
-        return "the database terminated the connection (restart, crash or shutdown)"
-    if state.startswith("53"):
-        return "the database is out of resources"
-    # asyncpg's own state after the server dropped a connection mid-operation (#784), a
-    # closed connection or pool, a socket error.
-    if isinstance(exc, asyncpg.InternalClientError | asyncpg.InterfaceError | OSError):
-        return "the database connection was lost"
-    return None
 
 
 class BoundedWaitPool(asyncpg.Pool):  # type: ignore[misc]

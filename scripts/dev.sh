@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chores: gen | check-gen | lint | test | lock | deploy-check | ci. Expects the dev install in
+# Chores: gen | check-gen | lint | test | fuzz | lock | deploy-check | ci. Expects the dev install in
 # .venv (python3 -m venv .venv && .venv/bin/pip install -e '.[dev]').
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,6 +84,13 @@ out.write_text("\n".join(lines) + "\n")
 print(f"lock: wrote {out} ({len(lines) - 5} distributions)")
 EOF
     ;;
+  fuzz)
+    # The long fuzz run: fuzz [EXAMPLES per RPC, default 1000] [SEED, default 20261201].
+    # Writes counts by status and method to fuzz-report.json (tests/test_fuzz.py).
+    MEMORY_FUZZ_EXAMPLES="${2:-1000}" MEMORY_FUZZ_REPORT="${MEMORY_FUZZ_REPORT:-fuzz-report.json}" \
+      "$VENV/bin/pytest" tests/test_fuzz.py -p no:cacheprovider -o timeout=3600 \
+      --hypothesis-seed="${3:-20261201}"
+    ;;
   deploy-check)
     # The Dockerfile, the Kubernetes manifests and compose.yaml against their linters and
     # schemas, offline (tests/test_deploy.py adds the invariants a schema can't express).
@@ -97,7 +104,7 @@ EOF
     "$0" deploy-check
     ;;
   *)
-    echo "usage: scripts/dev.sh gen|check-gen|lint|test [pytest args]|lock|deploy-check|ci" >&2
+    echo "usage: scripts/dev.sh gen|check-gen|lint|test [pytest args]|fuzz [examples] [seed]|lock|deploy-check|ci" >&2
     exit 2
     ;;
 esac

@@ -4,6 +4,7 @@ ports, real generated stubs. Each test uses its own user names, so tests never s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -38,14 +39,23 @@ def scratch_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def server_process_dir() -> Iterator[Path]:
+    """A data directory for server processes (not under /root or pytest's tmp_path, for the
+    PostgreSQL user); whatever still runs in it afterwards is killed."""
+    path = Path(tempfile.mkdtemp(prefix="graphrag-memory-proc-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", str(path)], check=False)
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture
 def process_data_dir() -> Iterator[Path]:
-    """A data directory for server processes of the test's own (not under /root or pytest's
-    tmp_path, for the PostgreSQL user); whatever still runs in it afterwards is killed."""
-    path = Path(tempfile.mkdtemp(prefix="graphrag-memory-proc-", dir="/tmp"))
-    yield path
-    subprocess.run(["pkill", "-KILL", "-f", str(path)], check=False)
-    shutil.rmtree(path, ignore_errors=True)
+    """A data directory for the test's own server processes."""
+    with server_process_dir() as path:
+        yield path
 
 
 @pytest.fixture(scope="session")

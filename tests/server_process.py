@@ -10,8 +10,16 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import grpc
+
+
+def database_dsn(pgdata: Path) -> str:
+    """The embedded PostgreSQL of a server process, over its Unix socket (from postmaster.pid)."""
+    socket_dir = (pgdata / "postmaster.pid").read_text().splitlines()[4]
+    return f"postgresql://postgres:@/graphrag_memory?host={socket_dir}"
+
 
 _LISTENING = re.compile(r"listening on [\d.]+:(\d+)")
 

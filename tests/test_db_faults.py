@@ -33,7 +33,7 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 
 from conftest import all_messages, assert_eventually
-from server_process import ServerProcess
+from server_process import ServerProcess, database_dsn
 
 pytestmark = pytest.mark.slow
 
@@ -135,13 +135,8 @@ def _as_pgdata_owner(pgdata: Path, command: list[str]) -> list[str]:
     return ["setpriv", *ids, *command]
 
 
-def _dsn(pgdata: Path) -> str:
-    socket_dir = (pgdata / "postmaster.pid").read_text().splitlines()[4]
-    return f"postgresql://postgres:@/graphrag_memory?host={socket_dir}"
-
-
 async def _server_backends(pgdata: Path) -> list[int]:
-    conn = await asyncpg.connect(_dsn(pgdata))
+    conn = await asyncpg.connect(database_dsn(pgdata))
     try:
         rows = await conn.fetch(
             """SELECT pid FROM pg_stat_activity
@@ -154,7 +149,7 @@ async def _server_backends(pgdata: Path) -> list[int]:
 
 
 async def _terminate_backends(pgdata: Path) -> int:
-    conn = await asyncpg.connect(_dsn(pgdata))
+    conn = await asyncpg.connect(database_dsn(pgdata))
     try:
         killed: int = await conn.fetchval(
             """SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -198,7 +193,7 @@ async def _wait_until_acknowledged_after(load: Load, moment: float, timeout_s: f
 
 
 async def _live_versions_without_vectors(pgdata: Path) -> int:
-    conn = await asyncpg.connect(_dsn(pgdata))
+    conn = await asyncpg.connect(database_dsn(pgdata))
     try:
         missing: int = await conn.fetchval(
             """SELECT count(*) FROM fact_versions v

@@ -49,10 +49,9 @@ from memory_server.tokens import TiktokenCounter
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+
+
 # Longer than the 64 KiB message default so a maximal AppendMessages batch fits.
-_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-
-
 class MemoryServer:
     """The running service. `start()` builds everything; `close()` (idempotent, safe before
     start) drains and tears down: health NOT_SERVING → stop accepting → in-flight RPCs finish
@@ -101,8 +100,8 @@ class MemoryServer:
                 )
             ],
             options=[
-                ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", settings.max_request_bytes),
+                ("grpc.max_send_message_length", settings.max_request_bytes),
                 ("grpc.so_reuseport", 0),
                 # Clients (memory_client) ping every 30 s to keep idle connections alive;
                 # the server must accept that rather than answer "too_many_pings".

@@ -38,6 +38,9 @@ class Settings:
     # Largest message content accepted, in UTF-8 bytes.
     max_message_bytes: int = 65536
     max_messages_per_append: int = 1000
+    # Largest request gRPC accepts, in bytes (the whole encoded message); a larger one answers
+    # RESOURCE_EXHAUSTED with both sizes. Also the largest response the server sends.
+    max_request_bytes: int = 64 * 1024 * 1024
     # Per-scope actor: bounded mailbox, idle eviction.
     mailbox_size: int = 256
     actor_idle_seconds: float = 60.0
@@ -115,6 +118,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "max_facts_per_scope": (1, 1_000_000),
     "max_message_bytes": (1024, 16 * 1024 * 1024),
     "max_messages_per_append": (1, 100_000),
+    "max_request_bytes": (64 * 1024, 1024 * 1024 * 1024),
     "mailbox_size": (1, 1_000_000),
     "actor_idle_seconds": (0.01, None),
     "summary_budget_ratio": (0.05, 0.9),
@@ -192,6 +196,11 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
             raise SettingsError(
                 f"{key} (from {sources.get(key, 'default')}): {value!r} is outside {bounds}"
             )
+    if settings.max_message_bytes >= settings.max_request_bytes:
+        raise SettingsError(
+            "max_request_bytes: must exceed max_message_bytes (a request carries one message "
+            "and its ids)"
+        )
     if settings.db_pool_min_size > settings.db_pool_max_size:
         raise SettingsError("db_pool_min_size: must not exceed db_pool_max_size")
     for key in ("listen_address", "metrics_address"):

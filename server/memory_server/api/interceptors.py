@@ -6,7 +6,11 @@
 2. **Authentication** (when `auth_token` is set): `authorization: Bearer <token>` must match one
    of the configured tokens, compared in constant time; otherwise UNAUTHENTICATED. The health
    service stays open, so probes need no token.
-3. **Metrics** and, with `tracing`, an OpenTelemetry server span (the caller's `traceparent` is
+3. **Decoding**: the request's bytes are parsed here, so bytes that are not the method's
+   message (a string field that is not UTF-8, a truncated message) answer INVALID_ARGUMENT.
+4. **Unmapped exceptions**: anything the servicer did not map to a status is a bug: logged once
+   with its traceback and request id, answered INTERNAL "internal error (request id ...)".
+5. **Metrics** and, with `tracing`, an OpenTelemetry server span (the caller's `traceparent` is
    honoured): method, status and latency of every unary RPC.
 
 Wrapped handlers are built once per method and cached: the per-call cost is the wrapper itself.
@@ -20,7 +24,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
@@ -110,25 +114,22 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return wrapped
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        # The wrapped handler takes and returns bytes: decoding here, not in grpc, turns an
+        # undecodable request into INVALID_ARGUMENT (grpc would answer UNKNOWN with a traceback).
         guarded = bool(self._tokens) and not method.startswith(HEALTH_PREFIX)
+        codec = _Codec(handler.request_deserializer, handler.response_serializer)
         name = method.rsplit("/", 1)[-1]
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, name, guarded, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                self._unary(method, name, guarded, codec, handler.unary_unary)
             )
         if handler.stream_stream is not None:  # server reflection
             return grpc.stream_stream_rpc_method_handler(
-                self._stream(method, guarded, handler.stream_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                self._stream_stream(method, guarded, codec, handler.stream_stream)
             )
         if handler.unary_stream is not None:  # health Watch
             return grpc.unary_stream_rpc_method_handler(
-                self._stream(method, guarded, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                self._unary_stream(method, guarded, codec, handler.unary_stream)
             )
         return handler
 
@@ -148,10 +149,24 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 trailing_metadata=((REQUEST_ID_KEY, request_id),),
             )
 
+    @staticmethod
+    async def _internal(method: str, context: grpc.aio.ServicerContext) -> NoReturn:
+        """An exception nothing mapped: a bug. Logged here, once, with its traceback; the caller
+        gets the request id to quote, never the exception's text."""
+        request_id = logs.request_id.get()
+        log.exception("%s failed (request id %s)", method, request_id)
+        await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {request_id})")
+        raise AssertionError("unreachable")
+
     def _unary(
-        self, method: str, name: str, guarded: bool, behavior: Callable[..., Awaitable[Any]]
-    ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
-        async def serve(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self,
+        method: str,
+        name: str,
+        guarded: bool,
+        codec: _Codec,
+        behavior: Callable[..., Awaitable[Any]],
+    ) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]:
+        async def serve(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
             started = time.perf_counter()
             code = "OK"
             span: Any = None
@@ -159,14 +174,17 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 span = self._start_span(method, context)
             try:
                 await self._admit(method, guarded, context)
-                return await behavior(request, context)
+                request = await codec.decode(raw, context)
+                return codec.encode(await behavior(request, context))
             except grpc.aio.AbortError:
                 status = context.code()
                 code = status.name if isinstance(status, grpc.StatusCode) else "UNKNOWN"
                 raise
-            except BaseException as exc:
-                # grpc answers UNKNOWN for an exception; a cancelled call is CANCELLED.
-                code = "UNKNOWN" if isinstance(exc, Exception) else "CANCELLED"
+            except Exception:
+                code = "INTERNAL"
+                await self._internal(method, context)
+            except BaseException:
+                code = "CANCELLED"
                 raise
             finally:
                 self._metrics.rpc(name, code, time.perf_counter() - started)
@@ -175,13 +193,40 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return serve
 
-    def _stream(
-        self, method: str, guarded: bool, behavior: Callable[..., AsyncIterator[Any]]
-    ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
-        async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await self._admit(method, guarded, context)
-            async for response in behavior(request, context):
-                yield response
+    def _unary_stream(
+        self, method: str, guarded: bool, codec: _Codec, behavior: Callable[..., AsyncIterator[Any]]
+    ) -> Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[bytes]]:
+        async def serve(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            try:
+                await self._admit(method, guarded, context)
+                request = await codec.decode(raw, context)
+                async for response in behavior(request, context):
+                    yield codec.encode(response)
+            except grpc.aio.AbortError:
+                raise
+            except Exception:
+                await self._internal(method, context)
+
+        return serve
+
+    def _stream_stream(
+        self, method: str, guarded: bool, codec: _Codec, behavior: Callable[..., AsyncIterator[Any]]
+    ) -> Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], AsyncIterator[bytes]]:
+        async def serve(
+            raw_requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[bytes]:
+            async def requests() -> AsyncIterator[Any]:
+                async for raw in raw_requests:
+                    yield await codec.decode(raw, context)
+
+            try:
+                await self._admit(method, guarded, context)
+                async for response in behavior(requests(), context):
+                    yield codec.encode(response)
+            except grpc.aio.AbortError:
+                raise
+            except Exception:
+                await self._internal(method, context)
 
         return serve
 
@@ -205,3 +250,32 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if code != "OK":
             span.set_status(Status(StatusCode.ERROR, code))
         span.end()
+
+
+class _Codec:
+    """A method's request decoder and response encoder (protobuf's, from the handler)."""
+
+    def __init__(
+        self,
+        deserializer: Callable[[bytes], Any] | None,
+        serializer: Callable[[Any], bytes] | None,
+    ) -> None:
+        self._deserialize = deserializer
+        self._serialize = serializer
+        message_type = getattr(deserializer, "__self__", None)
+        descriptor = getattr(message_type, "DESCRIPTOR", None)
+        self._type_name: str = getattr(descriptor, "name", "") or "request message"
+
+    async def decode(self, raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        if self._deserialize is None:
+            return raw
+        try:
+            return self._deserialize(raw)
+        except Exception as exc:  # DecodeError: invalid UTF-8, truncated, not this message
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"request is not a valid {self._type_name}: {exc}",
+            )
+
+    def encode(self, response: Any) -> bytes:
+        return response if self._serialize is None else self._serialize(response)

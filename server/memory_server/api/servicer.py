@@ -56,6 +56,10 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def _timestamp(value: datetime) -> Timestamp:
     # Three times cheaper than Timestamp.FromDatetime, and a context carries dozens of them.
+    if value.tzinfo is None:
+        # asyncpg reads PostgreSQL's ±infinity as naive datetime.max/min: it writes the ends of
+        # the Timestamp range (0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z) as infinity.
+        value = value.replace(tzinfo=UTC)
     delta = value - _EPOCH
     return Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
 
@@ -133,7 +137,8 @@ def _scope(request: Any) -> Scope:
 
 
 def rpc(handler: Handler[Req, Resp]) -> Handler[Req, Resp]:
-    """Maps errors to statuses in one place; anything unexpected is INTERNAL, logged once."""
+    """Maps errors to statuses in one place. Anything the table does not know escapes to the
+    edge (api.interceptors), which logs it once with the request id and answers INTERNAL."""
 
     @functools.wraps(handler)
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
@@ -145,8 +150,8 @@ def rpc(handler: Handler[Req, Resp]) -> Handler[Req, Resp]:
         except Exception as exc:
             code, message = to_status(exc)
             if code is grpc.StatusCode.INTERNAL:
-                log.exception("%s failed", handler.__name__)
-            elif code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
                 log.info("%s: %s", handler.__name__, message)
             await context.abort(code, message)
             raise AssertionError("unreachable") from exc
@@ -285,9 +290,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                     ),
                     feedback=_feedback(f"{field}.feedback", m.feedback),
                     comment=v.short_text(f"{field}.comment", m.comment, v.MAX_COMMENT_BYTES),
-                    created_at=m.created_at.ToDatetime(tzinfo=UTC)
-                    if m.HasField("created_at")
-                    else None,
+                    created_at=_time(f"{field}.created_at", m, "created_at"),
                 )
             )
         outcome = await self._memory.append_messages(
@@ -333,6 +336,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             v.page_size("page_size", request.page_size, *GET_CONVERSATION_PAGE),
             request.page_token,
             timeout_s=self._budget(context),
+            # Half the largest response: room for the conversation and protobuf's framing.
+            page_bytes=self._settings.max_request_bytes // 2,
         )
         return pb.GetConversationResponse(
             conversation=conversation_pb(info),
@@ -399,12 +404,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             query,
             top_k=request.top_k or self._settings.ltm_top_k,
             threshold=threshold,
-            as_of=_as_of(
-                request.as_of_valid_time if request.HasField("as_of_valid_time") else None,
-                request.as_of_transaction_time
-                if request.HasField("as_of_transaction_time")
-                else None,
-            ),
+            as_of=_as_of(request),
         )
         return pb.SearchFactsResponse(
             results=[
@@ -427,12 +427,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         offset = _offset_token(request.page_token)
         facts = await self._ltm.list_facts(
             scope,
-            _as_of(
-                request.as_of_valid_time if request.HasField("as_of_valid_time") else None,
-                request.as_of_transaction_time
-                if request.HasField("as_of_transaction_time")
-                else None,
-            ),
+            _as_of(request),
             size + 1,
             offset,
         )
@@ -541,10 +536,18 @@ def fact_pb(f: FactVersion) -> pb.Fact:
     return fact
 
 
-def _as_of(valid: Timestamp | None, transaction: Timestamp | None) -> AsOf:
+def _time(field: str, message: Any, name: str) -> datetime | None:
+    """The message's Timestamp field `name`, validated; None when it is not set."""
+    if not message.HasField(name):
+        return None
+    value: Timestamp = getattr(message, name)
+    return v.timestamp(field, value.seconds, value.nanos)
+
+
+def _as_of(request: pb.SearchFactsRequest | pb.ListFactsRequest) -> AsOf:
     return AsOf(
-        valid_time=valid.ToDatetime(tzinfo=UTC) if valid is not None else None,
-        transaction_time=transaction.ToDatetime(tzinfo=UTC) if transaction is not None else None,
+        valid_time=_time("as_of_valid_time", request, "as_of_valid_time"),
+        transaction_time=_time("as_of_transaction_time", request, "as_of_transaction_time"),
     )
 
 
@@ -568,7 +571,7 @@ def _offset_token(token: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
         prefix, value = raw.split(":", 1)
-        if prefix == "o" and value.isdigit():
+        if prefix == "o" and value.isascii() and value.isdigit() and int(value) < 2**63:
             return int(value)
     except (ValueError, UnicodeError, binascii.Error):
         pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from datetime import UTC, datetime, timedelta
 
 from memory_server.memory.errors import InvalidArgument
 from memory_server.memory.identity import Scope
@@ -10,6 +11,11 @@ from memory_server.memory.identity import Scope
 MAX_ID_CHARS = 256
 MAX_NAME_CHARS = 512
 MAX_COMMENT_BYTES = 16384
+
+# google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z.
+_MIN_TIMESTAMP_SECONDS = -62_135_596_800
+_MAX_TIMESTAMP_SECONDS = 253_402_300_799
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _has_control(text: str) -> bool:
@@ -72,3 +78,17 @@ def duration_seconds(field: str, value: float) -> float:
     if not 0 <= value < 86400 * 365 or value != value:
         raise InvalidArgument(field, "must be a non-negative number of seconds")
     return value
+
+
+def timestamp(field: str, seconds: int, nanos: int) -> datetime:
+    """A google.protobuf.Timestamp as an aware UTC datetime (to the microsecond, like
+    PostgreSQL's timestamptz)."""
+    if not 0 <= nanos <= 999_999_999:
+        raise InvalidArgument(field, f"nanos is {nanos}; it must be between 0 and 999999999")
+    if not _MIN_TIMESTAMP_SECONDS <= seconds <= _MAX_TIMESTAMP_SECONDS:
+        raise InvalidArgument(
+            field,
+            f"seconds is {seconds}; a Timestamp is between 0001-01-01T00:00:00Z "
+            f"({_MIN_TIMESTAMP_SECONDS}) and 9999-12-31T23:59:59Z ({_MAX_TIMESTAMP_SECONDS})",
+        )
+    return _EPOCH + timedelta(seconds=seconds, microseconds=nanos // 1000)

@@ -149,7 +149,11 @@ class ConversationStore(Protocol):
         page_size: int,
         cursor: str,
         timeout_s: float | None,
-    ) -> tuple[ConversationInfo, Page[StoredMessage]]: ...
+        page_bytes: int | None = None,
+    ) -> tuple[ConversationInfo, Page[StoredMessage]]:
+        """A page of at most `page_size` messages, and fewer when their text would pass
+        `page_bytes` (always at least one)."""
+        ...
 
     async def set_feedback(
         self,

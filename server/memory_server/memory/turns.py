@@ -275,9 +275,10 @@ class ConversationMemory:
         page_size: int,
         cursor: str,
         timeout_s: float | None = None,
+        page_bytes: int | None = None,
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
         return await self._store.get_conversation(
-            scope, conversation_id, page_size, cursor, timeout_s
+            scope, conversation_id, page_size, cursor, timeout_s, page_bytes
         )
 
     # --- UI writes -------------------------------------------------------------------------

@@ -185,6 +185,42 @@ def _decode_cursor(cursor: str, arity: int) -> list[str]:
     return parts
 
 
+def _cursor_number(text: str) -> int:
+    """A sequence number or key from a cursor: ASCII digits within PostgreSQL's bigint."""
+    if not (text.isascii() and text.isdigit()) or int(text) > _BIGINT_MAX:
+        raise InvalidArgument("page_token", "not a token this service issued")
+    return int(text)
+
+
+def _cursor_time(text: str) -> datetime:
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        stamp = None
+    if stamp is None or stamp.tzinfo is None:
+        raise InvalidArgument("page_token", "not a token this service issued")
+    return stamp
+
+
+_BIGINT_MAX = 2**63 - 1
+# A message's fields besides its text, encoded, at most (ids, model, timestamps, numbers).
+_MESSAGE_OVERHEAD_BYTES = 2048
+
+
+def _within_bytes(rows: list[asyncpg.Record], page_bytes: int | None) -> list[asyncpg.Record]:
+    """The leading rows whose text fits in `page_bytes` (at least one): a page of long messages
+    must stay under the largest response gRPC may send."""
+    if page_bytes is None:
+        return rows
+    total = 0
+    for i, row in enumerate(rows):
+        total += len(row["content"].encode()) + len(row["comment"].encode())
+        total += _MESSAGE_OVERHEAD_BYTES
+        if total > page_bytes and i > 0:
+            return rows[:i]
+    return rows
+
+
 class PostgresConversationStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -396,10 +432,7 @@ class PostgresConversationStore:
         after_id = 0
         if cursor:
             stamp, pk = _decode_cursor(cursor, 2)
-            try:
-                after_time, after_id = datetime.fromisoformat(stamp), int(pk)
-            except ValueError as exc:
-                raise InvalidArgument("page_token", "not a token this service issued") from exc
+            after_time, after_id = _cursor_time(stamp), _cursor_number(pk)
         rows = await self._pool.fetch(
             _CONVERSATION_INFO
             + """
@@ -429,13 +462,12 @@ class PostgresConversationStore:
         page_size: int,
         cursor: str,
         timeout_s: float | None,
+        page_bytes: int | None = None,
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
         after_seq = 0
         if cursor:
             (raw,) = _decode_cursor(cursor, 1)
-            if not raw.isdigit():
-                raise InvalidArgument("page_token", "not a token this service issued")
-            after_seq = int(raw)
+            after_seq = _cursor_number(raw)
         async with self._pool.acquire(timeout=timeout_s) as conn:
             info = await conn.fetchrow(
                 _CONVERSATION_INFO
@@ -456,11 +488,9 @@ class PostgresConversationStore:
                 page_size + 1,
                 timeout=timeout_s,
             )
-        next_cursor = ""
-        if len(rows) > page_size:
-            rows = rows[:page_size]
-            next_cursor = _encode_cursor(str(rows[-1]["seq"]))
-        return _conversation(info), Page([_message(r) for r in rows], next_cursor)
+        kept = _within_bytes(rows[:page_size], page_bytes)
+        next_cursor = _encode_cursor(str(kept[-1]["seq"])) if len(rows) > len(kept) else ""
+        return _conversation(info), Page([_message(r) for r in kept], next_cursor)
 
     async def set_feedback(
         self,

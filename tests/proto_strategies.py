@@ -199,13 +199,19 @@ def _is_repeated(field: d.FieldDescriptor) -> bool:
 
 def _field(field: d.FieldDescriptor, meaningful: Meaningful, depth: int) -> st.SearchStrategy[Any]:
     value = _value(field, meaningful, depth)
+    special = meaningful.get(field.name)
     if _is_repeated(field):
         many = st.lists(value, max_size=4)
         if field.type == d.FieldDescriptor.TYPE_MESSAGE:
             # One past a per-call limit (1000 messages per AppendMessages), cheaply.
             many = weighted((15, many), (1, value.map(lambda m: [m] * 1001)))
+        if special is not None:
+            # Meaningful lists, and meaningful lists with one random element among them.
+            spoiled = st.tuples(special, value, st.integers(0, 4)).map(
+                lambda t: [*t[0][: t[2]], t[1], *t[0][t[2] :]]
+            )
+            return weighted((1, st.just(_UNSET)), (5, special), (2, spoiled), (2, many))
         return weighted((1, st.just(_UNSET)), (3, many))
-    special = meaningful.get(field.name)
     if special is not None:
         # Mostly meaningful, so that requests get past validation often enough to matter.
         return weighted((1, st.just(_UNSET)), (12, special), (2, value))

@@ -140,7 +140,20 @@ class Seeded:
         uuids = st.uuids().map(str)
         message_ids = ids("message_ids", uuids)
         texts = weighted((3, st.sampled_from(_TEXTS)), (1, st.text(min_size=1, max_size=80)))
+        new_message = st.builds(
+            pb.NewMessage,
+            role=st.sampled_from([pb.ROLE_USER, pb.ROLE_ASSISTANT, pb.ROLE_SYSTEM]),
+            content=texts,
+            message_id=weighted((2, st.just("")), (2, uuids), (1, message_ids)),
+            parent_id=weighted((3, st.just("")), (1, message_ids)),
+            feedback=st.sampled_from([0, 1, 2]),
+            created_at=weighted(
+                (2, st.just(Timestamp())),
+                (1, st.datetimes(min_value=datetime(2000, 1, 1)).map(_timestamp)),
+            ),
+        )
         return {
+            "messages": st.lists(new_message, min_size=1, max_size=4),
             "username": weighted(
                 (6, st.just(scope.username)), (1, st.sampled_from(self._all_usernames()))
             ),
@@ -160,6 +173,8 @@ class Seeded:
             "role": st.sampled_from([pb.ROLE_USER, pb.ROLE_ASSISTANT, pb.ROLE_SYSTEM]),
             "feedback": st.sampled_from([0, 1, 2]),
             "created_at": st.datetimes(min_value=datetime(2000, 1, 1)).map(_timestamp),
+            "as_of_valid_time": st.datetimes(min_value=datetime(2020, 1, 1)).map(_timestamp),
+            "as_of_transaction_time": st.datetimes(min_value=datetime(2020, 1, 1)).map(_timestamp),
             "model": st.sampled_from(["", "gpt-4o", "llama-3"]),
             "comment": st.sampled_from(["", "helpful", "wrong account"]),
             "name": st.sampled_from(["Q3 invoices", "Trip planning"]),

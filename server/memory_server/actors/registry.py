@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import Overloaded, Unavailable
 from memory_server.memory.identity import Scope
 
@@ -40,7 +41,7 @@ class _Actor:
     last_active: float = field(default_factory=time.monotonic)
 
 
-class ActorRegistry:
+class ActorRegistry(Lifecycle):
     """Implements the domain's ScopeExecutor port."""
 
     def __init__(self, *, mailbox_size: int, idle_seconds: float) -> None:
@@ -84,13 +85,6 @@ class ActorRegistry:
         for actor in actors:
             self._fail_pending(actor, Unavailable("the server is shutting down"))
         self._actors.clear()
-
-    async def __aenter__(self) -> ActorRegistry:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     # --- ScopeExecutor ---------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
+from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import Embedder, VectorIndex, VectorRecord
 from memory_server.store.facts import (
@@ -27,7 +28,7 @@ from memory_server.store.facts import (
 log = logging.getLogger(__name__)
 
 
-class OutboxWorker:
+class OutboxWorker(Lifecycle):
     def __init__(
         self,
         store: PostgresFactStore,
@@ -78,13 +79,6 @@ class OutboxWorker:
             await asyncio.wait_for(self.drain(), timeout_s)
         except (TimeoutError, Exception):
             log.warning("outbox not drained at shutdown; rows stay pending for the next start")
-
-    async def __aenter__(self) -> OutboxWorker:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def _run(self) -> None:
         while True:

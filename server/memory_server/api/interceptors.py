@@ -196,16 +196,14 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def _unary_stream(
         self, method: str, guarded: bool, codec: _Codec, behavior: Callable[..., AsyncIterator[Any]]
     ) -> Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[bytes]]:
+        # grpc.aio treats a handler as streaming only when it is an async generator function.
         async def serve(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-            try:
-                await self._admit(method, guarded, context)
-                request = await codec.decode(raw, context)
-                async for response in behavior(request, context):
-                    yield codec.encode(response)
-            except grpc.aio.AbortError:
-                raise
-            except Exception:
-                await self._internal(method, context)
+            async def responses() -> AsyncIterator[Any]:
+                async for response in behavior(await codec.decode(raw, context), context):
+                    yield response
+
+            async for encoded in self._streamed(method, guarded, codec, context, responses()):
+                yield encoded
 
         return serve
 
@@ -219,16 +217,30 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 async for raw in raw_requests:
                     yield await codec.decode(raw, context)
 
-            try:
-                await self._admit(method, guarded, context)
-                async for response in behavior(requests(), context):
-                    yield codec.encode(response)
-            except grpc.aio.AbortError:
-                raise
-            except Exception:
-                await self._internal(method, context)
+            responses = behavior(requests(), context)
+            async for encoded in self._streamed(method, guarded, codec, context, responses):
+                yield encoded
 
         return serve
+
+    async def _streamed(
+        self,
+        method: str,
+        guarded: bool,
+        codec: _Codec,
+        context: grpc.aio.ServicerContext,
+        responses: AsyncIterator[Any],
+    ) -> AsyncIterator[bytes]:
+        """A streaming call's responses, encoded, once the call is admitted (the generators
+        above start their work only when this one first asks them for a response)."""
+        try:
+            await self._admit(method, guarded, context)
+            async for response in responses:
+                yield codec.encode(response)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            await self._internal(method, context)
 
     def _start_span(self, method: str, context: grpc.aio.ServicerContext) -> Any:
         from opentelemetry.trace import SpanKind

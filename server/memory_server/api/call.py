@@ -1,0 +1,121 @@
+"""The shape every MemoryService handler shares, in one place: refuse when memory is disabled,
+validate the scope, give the handler the request with field readers that validate as they read
+and the call's time budget, and map whatever the domain raises to a gRPC status.
+
+A handler is then only what differs: which fields it reads, which domain call it makes, and the
+response it builds. Anything the status table (api.errors) does not know escapes to the edge
+interceptor, which logs it once with the request id and answers INTERNAL."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from memory_server import logs
+from memory_server.api import validation as v
+from memory_server.api.errors import to_status
+from memory_server.memory.identity import Scope
+from memory_server.memory.ltm import LongTermMemory
+from memory_server.memory.turns import ConversationMemory
+from memory_server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+class Backend(Protocol):
+    """What the handlers reach through `self`: the settings and the two memories (each property
+    raises Disabled when that memory is off)."""
+
+    _settings: Settings
+
+    @property
+    def _memory(self) -> ConversationMemory: ...
+
+    @property
+    def _ltm(self) -> LongTermMemory: ...
+
+
+class Call(Generic[Req]):
+    """One request as a handler sees it."""
+
+    __slots__ = ("budget_s", "request", "scope", "_settings")
+
+    def __init__(self, request: Req, scope: Scope, budget_s: float, settings: Settings) -> None:
+        self.request = request
+        self.scope = scope
+        # Seconds left for the work: the client's deadline, capped by request_timeout_seconds.
+        self.budget_s = budget_s
+        self._settings = settings
+
+    def _field(self, name: str) -> Any:
+        return getattr(self.request, name)
+
+    def id(self, name: str, *, required: bool = True) -> str:
+        return v.identifier(name, self._field(name), required=required)
+
+    def text(self, name: str, max_chars: int) -> str:
+        return v.short_text(name, self._field(name), max_chars)
+
+    def content(self, name: str, *, required: bool = True) -> str:
+        return v.content(
+            name, self._field(name), self._settings.max_message_bytes, required=required
+        )
+
+    def page_size(self, page: tuple[int, int]) -> int:
+        """`page_size`, defaulted and capped by (default, maximum)."""
+        return v.page_size("page_size", self._field("page_size"), *page)
+
+    def time(self, name: str) -> datetime | None:
+        return time_field(name, self.request, name)
+
+
+def time_field(field: str, message: Any, name: str) -> datetime | None:
+    """The message's Timestamp field `name`, validated; None when it is not set."""
+    if not message.HasField(name):
+        return None
+    value: Timestamp = getattr(message, name)
+    return v.timestamp(field, value.seconds, value.nanos)
+
+
+Handler = Callable[[Any, Call[Req]], Awaitable[Resp]]
+Method = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+
+
+def rpc(handler: Handler[Req, Resp]) -> Method[Req, Resp]:
+    """Turns `handler(self, call)` into the servicer method grpc calls."""
+
+    @functools.wraps(handler)
+    async def method(self: Backend, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        try:
+            self._memory  # noqa: B018 - a disabled server refuses before looking at the input
+            scope = v.scope(request.username, request.graphname)  # type: ignore[attr-defined]
+            logs.scope_hash.set(scope.scope_hash)
+            call = Call(request, scope, _budget_s(self._settings, context), self._settings)
+            return await handler(self, call)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            code, message = to_status(exc)
+            if code is grpc.StatusCode.INTERNAL:
+                raise
+            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                log.info("%s: %s", handler.__name__, message)
+            await context.abort(code, message)
+            raise AssertionError("unreachable") from exc
+
+    return method
+
+
+def _budget_s(settings: Settings, context: grpc.aio.ServicerContext) -> float:
+    remaining = context.time_remaining()
+    limit = settings.request_timeout_seconds
+    return limit if remaining is None else max(0.001, min(remaining, limit))

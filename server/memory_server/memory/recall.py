@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from memory_server.memory.fact_shape import normalise, shape_of
 from memory_server.memory.facts import FactVersion
-from memory_server.memory.reconcile import normalise, shape_of
 
-# Slots (memory.reconcile) that describe how the assistant should answer.
+# Slots (memory.fact_shape) that describe how the assistant should answer.
 _ANSWER_STYLE_SLOTS = frozenset({"language", "verbosity", "format", "tone", "units"})
 # The extractor's form of an instruction, and the imperative a person types into AddFact.
 _INSTRUCTION_OPENINGS = (

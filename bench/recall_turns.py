@@ -8,10 +8,7 @@ PostgreSQL query, measured in the same run at the same concurrency. See bench/RE
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import signal
 import subprocess
 import sys
 import time
@@ -21,8 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import psutil
+from phases import run_driver
 from recall_load import RecallOptions
+from reporting import (
+    print_server_outcome,
+    run_meta,
+    server_outcome,
+    unwind_on_sigterm,
+    write_report,
+)
 from serverproc import BenchServer
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
@@ -59,49 +63,13 @@ def run_phase(
     command += ["--concurrency", str(n)]
     for flag in ("duration_s", "warmup_s", "facts", "scopes", "seed_turns"):
         command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    marks: dict[str, tuple[float, dict[str, float]]] = {}
-    result: dict[str, Any] | None = None
-    try:
-        client = psutil.Process(driver.pid)
-        assert driver.stdout is not None
-        for line in driver.stdout:
-            event = json.loads(line)
-            if event["event"] == "result":
-                result = event | {"scenario": scenario}  # loadgen calls Health/Check "floor"
-                continue
-            cpu = server.cpu_seconds()
-            t = client.cpu_times()
-            cpu["client"] = t.user + t.system
-            cpu["machine"] = machine_busy_seconds()
-            marks[event["event"]] = (time.monotonic(), cpu)
-            if event["event"] == "measure_start" and scenario == "recall" and args.profile_dir:
-                profile(server, args, n)
-        if driver.wait() != 0 or result is None:
-            raise RuntimeError(f"driver for {scenario}@{n} failed (exit {driver.returncode})")
-    finally:
-        if driver.poll() is None:
-            driver.terminate()
-            driver.wait(10)
-    if "measure_start" in marks:
-        (t0, cpu0), (t1, cpu1) = marks["measure_start"], marks["measure_end"]
-        used = {k: round((cpu1[k] - cpu0[k]) / (t1 - t0) * 100) for k in cpu0}
-        # Whatever else ran on the machine meanwhile (another benchmark would distort this one).
-        used["other"] = used.pop("machine") - used["server"] - used["postgres"] - used["client"]
-        result["cpu_percent"] = used
-    return result
 
+    def on_mark(mark: str) -> None:
+        if mark == "measure_start" and scenario == "recall" and args.profile_dir:
+            profile(server, args, n)
 
-def machine_busy_seconds() -> float:
-    """CPU seconds all cores spent busy since boot."""
-    t = psutil.cpu_times()
-    idle = (
-        t.idle
-        + getattr(t, "iowait", 0.0)
-        + getattr(t, "guest", 0.0)
-        + getattr(t, "guest_nice", 0.0)
-    )
-    return float(sum(t) - idle)
+    result = run_driver(server, command, f"{scenario}@{n}", on_mark)
+    return result | {"scenario": scenario}  # loadgen calls Health/Check "floor"
 
 
 def profile(server: BenchServer, args: argparse.Namespace, n: int) -> None:
@@ -186,15 +154,7 @@ def print_report(report: dict[str, Any]) -> None:
             for base in ("floor", "floor-knn", "stm", "health")
         ]
         print(f"  {r['concurrency']:>3} in flight: " + "; ".join(parts))
-    server = report["server"]
-    print(
-        f"\nServer exit code {server['exit_code']}; PostgreSQL left running: "
-        f"{server['postgres_left_running']}; log warnings/errors: {len(server['problems'])}"
-    )
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    print_server_outcome(report)
 
 
 def main() -> None:
@@ -208,7 +168,7 @@ def main() -> None:
         recall_load.run(RecallOptions(args.target, scenario=args.drive, concurrency=levels[0],
                                       **opts))  # fmt: skip
         return
-    signal.signal(signal.SIGTERM, _interrupt)
+    unwind_on_sigterm()
     args.tag = uuid.uuid4().hex[:8]
     wanted = args.phases.split(",")
     plan = [(p, n) for n in levels for p in PHASES if p in wanted]
@@ -233,13 +193,9 @@ def main() -> None:
         raise SystemExit(130) from None
     report = {
         "meta": {
-            "command": " ".join(sys.orig_argv),
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-            "wall_s": round(time.time() - started, 1),
-            "cpus": os.cpu_count(),
+            **run_meta(started),
             "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-            "python": platform.python_version(),
             "grpcio": grpc.__version__,
             "args": {k: str(v) for k, v in vars(args).items() if k not in ("drive", "dsn")},
             "layout": f"worker i: own conversation in scope i mod {args.scopes}",
@@ -247,16 +203,10 @@ def main() -> None:
         "seed": {k: v for k, v in seeded.items() if k not in ("event", "scenario")},
         "phases": phases,
         "ratios": ratios(phases, levels),
-        "server": {
-            "exit_code": server.exit_code,
-            "postgres_left_running": server.postgres_left_running,
-            "problems": server.problems,
-        },
+        "server": server_outcome(server),
     }
     print_report(report)
-    args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.json_out}")
+    write_report(args.json_out, report)
 
 
 if __name__ == "__main__":

@@ -8,19 +8,21 @@ CompleteTurn), and per-scope isolation under a hot scope. See bench/README.md.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import grpc
-import psutil
 from loadgen import HEALTH, PAIR, START, START_HOT, START_OTHER, DriveOptions
+from phases import run_driver
+from reporting import (
+    print_server_outcome,
+    run_meta,
+    server_outcome,
+    unwind_on_sigterm,
+    write_report,
+)
 from serverproc import BenchServer
 
 # The project's promises, at 64 calls in flight.
@@ -55,30 +57,7 @@ def run_phase(
     command += ["--target", server.address, "--concurrency", str(n)]
     for flag in ("duration_s", "warmup_s", "channels", "seed_turns", "hot_writers"):
         command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    marks: dict[str, tuple[float, dict[str, float]]] = {}
-    result: dict[str, Any] | None = None
-    try:
-        client = psutil.Process(driver.pid)
-        assert driver.stdout is not None
-        for line in driver.stdout:
-            event = json.loads(line)
-            if event["event"] == "result":
-                result = event
-            else:
-                cpu = server.cpu_seconds()
-                t = client.cpu_times()
-                cpu["client"] = t.user + t.system
-                marks[event["event"]] = (time.monotonic(), cpu)
-        if driver.wait() != 0 or result is None:
-            raise RuntimeError(f"driver for {scenario}@{n} failed (exit {driver.returncode})")
-    finally:
-        if driver.poll() is None:
-            driver.terminate()
-            driver.wait(10)
-    (t0, cpu0), (t1, cpu1) = marks["measure_start"], marks["measure_end"]
-    result["cpu_percent"] = {k: round((cpu1[k] - cpu0[k]) / (t1 - t0) * 100) for k in cpu0}
-    return result
+    return run_driver(server, command, f"{scenario}@{n}")
 
 
 def find(phases: list[dict[str, Any]], scenario: str, n: int) -> dict[str, Any] | None:
@@ -172,15 +151,7 @@ def print_report(report: dict[str, Any]) -> None:
             f"  hot scope        p50 {fmt(h['p50_ms'])} ms  p99 {fmt(h['p99_ms'])} ms"
             f"  ({h['throughput_per_s']:.1f}/s, serialized on its actor)"
         )
-    server = report["server"]
-    print(
-        f"\nServer exit code {server['exit_code']}; PostgreSQL left running: "
-        f"{server['postgres_left_running']}; log warnings/errors: {len(server['problems'])}"
-    )
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    print_server_outcome(report)
 
 
 def main() -> None:
@@ -194,7 +165,7 @@ def main() -> None:
         loadgen.run(DriveOptions(args.target, args.drive, levels[0], **opts))
         return
     # SIGTERM unwinds like Ctrl-C, so the server is always stopped and the temp dir removed.
-    signal.signal(signal.SIGTERM, _interrupt)
+    unwind_on_sigterm()
     scenarios = set(args.scenarios.split(","))
     plan = [(s, n) for s in ("floor", "turns") if s in scenarios for n in levels]
     if "isolation" in scenarios:
@@ -214,11 +185,7 @@ def main() -> None:
     n = 64 if 64 in levels else max(levels)
     report = {
         "meta": {
-            "command": " ".join(sys.orig_argv),
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-            "wall_s": round(time.time() - started, 1),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
+            **run_meta(started),
             "grpcio": grpc.__version__,
             "args": {k: str(v) for k, v in vars(args).items() if k not in ("drive", "target")},
             "turn_pair": f"{PAIR}: StartTurn start to CompleteTurn end; its ok/s is turn pairs/s",
@@ -226,16 +193,10 @@ def main() -> None:
         "phases": phases,
         "promises": promises(phases, n),
         "isolation": isolation(phases, args.other_scopes),
-        "server": {
-            "exit_code": server.exit_code,
-            "postgres_left_running": server.postgres_left_running,
-            "problems": server.problems,
-        },
+        "server": server_outcome(server),
     }
     print_report(report)
-    args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.json_out}")
+    write_report(args.json_out, report)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.identity import Scope
 from memory_server.memory.model import Summary
@@ -112,14 +113,5 @@ class Compactor:
     async def close(self, timeout_s: float = 10.0) -> None:
         """Let running compactions finish (up to the timeout), then cancel. Idempotent."""
         self._closed = True
-        tasks = list(self._running.values())
-        if not tasks:
-            return
-        _, late = await asyncio.wait(tasks, timeout=timeout_s)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
-        if late:
-            log.warning(
-                "%d compactions cancelled at shutdown; the next write redoes them", len(late)
-            )
+        if late := await finish_or_cancel(list(self._running.values()), timeout_s):
+            log.warning("%d compactions cancelled at shutdown; the next write redoes them", late)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
+from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import NotFound, Unavailable
 from memory_server.memory.facts import (
     AppliedChange,
@@ -332,13 +333,7 @@ class LongTermMemory:
     async def close(self, timeout_s: float = 10.0) -> None:
         """Let background extractions finish (bounded), then cancel. Idempotent."""
         self._closed = True
-        tasks = list(self._tasks)
-        if not tasks:
-            return
-        _, late = await asyncio.wait(tasks, timeout=timeout_s)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
+        await finish_or_cancel(list(self._tasks), timeout_s)
 
     # --- manual operations -------------------------------------------------------------------
 

@@ -8,8 +8,9 @@ The builder's parameters are the method's, `timeout_s` last and keyword-only: th
 Typing: `RpcMethod` is a descriptor whose `__get__` is overloaded on the client it is read from.
 Read from an AsyncTransport it is `Callable[P, Coroutine[Any, Any, T]]`, from a SyncTransport
 `Callable[P, T]`, where P is the builder's parameters (ParamSpec) and T the response type (or what
-`result` makes of it). So mypy --strict sees each client's methods with their exact keyword
-signatures and return types, and editors show the builder's docstring, as for a plain method.
+`.returning(f)` makes of it). So mypy --strict and pyright see each client's methods with their
+exact keyword signatures and return types, and pyright's hover shows the builder's docstring, as
+for a plain method; help() and inspect.signature show the method's signature (see `_like`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from google.protobuf.message import Message
 from memory_client._retry import RetryRule
 from memory_client._transport import AsyncTransport, RpcSpec, SyncTransport
 
-__all__ = ["RpcMethod", "rpc"]
+__all__ = ["RpcEntry", "RpcMethod", "rpc"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+U = TypeVar("U")
 
 # A builder is a method of the RPC table: its first parameter is the client, unused.
 Builder = Callable[Concatenate[Any, P], Message]
@@ -104,43 +106,30 @@ def _identity(response: Any) -> Any:
     return response
 
 
-@overload
+class RpcEntry(Generic[T]):
+    """What `rpc(...)` returns: applied to a builder, it makes the RpcMethod, which returns the
+    response; `.returning(f)` makes one that returns `f(response)` instead."""
+
+    def __init__(self, spec: RpcSpec, result: Callable[[Any], T], returns: Any) -> None:
+        self._spec = spec
+        self._result = result
+        self._returns = returns
+
+    def __call__(self, build: Builder[P]) -> RpcMethod[P, T]:
+        return RpcMethod(self._spec, build, self._result, self._returns)
+
+    def returning(self, result: Callable[[T], U]) -> RpcEntry[U]:
+        returns = inspect.signature(result).return_annotation
+        return RpcEntry(self._spec, lambda response: result(self._result(response)), returns)
+
+
 def rpc(
     name: str,
     response: type[R],
     *,
     retry_if: RetryRule,
     service: Literal["memory", "health"] = "memory",
-) -> Callable[[Builder[P]], RpcMethod[P, R]]: ...
-
-
-@overload
-def rpc(
-    name: str,
-    response: type[R],
-    *,
-    retry_if: RetryRule,
-    service: Literal["memory", "health"] = "memory",
-    result: Callable[[R], T],
-) -> Callable[[Builder[P]], RpcMethod[P, T]]: ...
-
-
-def rpc(
-    name: str,
-    response: type[Any],
-    *,
-    retry_if: RetryRule,
-    service: Literal["memory", "health"] = "memory",
-    result: Callable[[Any], Any] | None = None,
-) -> Callable[[Builder[P]], RpcMethod[P, Any]]:
+) -> RpcEntry[R]:
     """The RPC `name` on `service`, answering `response`; a request for which `retry_if` is
-    false is never sent twice. The method returns the response, or `result(response)`."""
-
-    spec = RpcSpec(name, service, retry_if)
-    convert = _identity if result is None else result
-    returns = response if result is None else inspect.signature(result).return_annotation
-
-    def entry(build: Builder[P]) -> RpcMethod[P, Any]:
-        return RpcMethod(spec, build, convert, returns)
-
-    return entry
+    false is never sent twice."""
+    return RpcEntry(RpcSpec(name, service, retry_if), _identity, response)

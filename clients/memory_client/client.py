@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from grpc_health.v1 import health_pb2
+from grpc_health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from memory_client._config import DEFAULT_OPTIONS
 from memory_client._retry import all_have_message_ids, always, has_message_id, never
@@ -52,8 +52,21 @@ def _timestamp(value: datetime | None) -> Timestamp | None:
     return stamp
 
 
+class _AsOf(TypedDict):
+    as_of_valid_time: Timestamp | None
+    as_of_transaction_time: Timestamp | None
+
+
+def _as_of(valid_time: datetime | None, transaction_time: datetime | None) -> _AsOf:
+    """The as-of point of a bitemporal read (SearchFacts, ListFacts); None means now."""
+    return {
+        "as_of_valid_time": _timestamp(valid_time),
+        "as_of_transaction_time": _timestamp(transaction_time),
+    }
+
+
 def _serving(response: Any) -> bool:
-    return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
+    return bool(response.status == HealthCheckResponse.SERVING)
 
 
 class _Rpcs:
@@ -250,8 +263,7 @@ class _Rpcs:
             graphname=graphname,
             query=query,
             top_k=top_k,
-            as_of_valid_time=_timestamp(as_of_valid_time),
-            as_of_transaction_time=_timestamp(as_of_transaction_time),
+            **_as_of(as_of_valid_time, as_of_transaction_time),
         )
         if threshold is not None:
             request.threshold = threshold
@@ -274,8 +286,7 @@ class _Rpcs:
             graphname=graphname,
             page_size=page_size,
             page_token=page_token,
-            as_of_valid_time=_timestamp(as_of_valid_time),
-            as_of_transaction_time=_timestamp(as_of_transaction_time),
+            **_as_of(as_of_valid_time, as_of_transaction_time),
         )
 
     @rpc("GetFact", pb.GetFactResponse, retry_if=always)
@@ -346,18 +357,12 @@ class _Rpcs:
 
     # --- Health ----------------------------------------------------------------------------
 
-    @rpc(
-        "Check",
-        health_pb2.HealthCheckResponse,
-        retry_if=always,
-        service="health",
-        result=_serving,
-    )
+    @rpc("Check", HealthCheckResponse, retry_if=always, service="health").returning(_serving)
     def health(
         self, service: str = SERVICE_NAME, *, timeout_s: float | None = None
-    ) -> health_pb2.HealthCheckRequest:
+    ) -> HealthCheckRequest:
         """True when the server reports `service` SERVING ("" asks about the whole server)."""
-        return health_pb2.HealthCheckRequest(service=service)
+        return HealthCheckRequest(service=service)
 
 
 class AsyncMemoryClient(_Rpcs, AsyncTransport):

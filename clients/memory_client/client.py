@@ -24,94 +24,22 @@ RPC, taking keyword arguments and returning the response protobuf. Both:
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import random
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, TypedDict
 
-import grpc
-from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
-from memory_client.errors import error_for
+from memory_client._config import DEFAULT_OPTIONS
+from memory_client._retry import all_have_message_ids, always, has_message_id, never
+from memory_client._rpc import rpc
+from memory_client._transport import AsyncTransport, SyncTransport
 from memory_client.v1 import memory_pb2 as pb
-from memory_client.v1 import memory_pb2_grpc as pb_grpc
 
 __all__ = ["DEFAULT_OPTIONS", "SERVICE_NAME", "AsyncMemoryClient", "MemoryClient"]
 
-log = logging.getLogger(__name__)
-
 SERVICE_NAME = "graphrag.memory.v1.MemoryService"
-_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-_MAX_BACKOFF_S = 5.0
-
-DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-    # gRPC waits 1 s (growing to 120 s) before reconnecting after a refused connection, and fails
-    # every call fast meanwhile; shorter waits give the UNAVAILABLE retries something to reach.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 5_000),
-)
-
-R = TypeVar("R")
-
-
-def _always(request: Any) -> bool:
-    return True
-
-
-def _never(request: Any) -> bool:
-    return False
-
-
-def _has_message_id(request: Any) -> bool:
-    return bool(request.message_id)
-
-
-def _all_have_message_ids(request: Any) -> bool:
-    return bool(request.messages) and all(m.message_id for m in request.messages)
-
-
-@dataclass(frozen=True)
-class _Rpc(Generic[R]):
-    """One RPC: its name (the stub attribute), the service it is on, the response type (for the
-    type checker) and whether a given request may be retried."""
-
-    name: str
-    response: type[R]
-    idempotent: Callable[[Any], bool]
-    service: Literal["memory", "health"] = "memory"
-
-
-_START_TURN = _Rpc("StartTurn", pb.StartTurnResponse, _has_message_id)
-_COMPLETE_TURN = _Rpc("CompleteTurn", pb.CompleteTurnResponse, _has_message_id)
-_GET_CONTEXT = _Rpc("GetContext", pb.GetContextResponse, _always)
-_APPEND_MESSAGES = _Rpc("AppendMessages", pb.AppendMessagesResponse, _all_have_message_ids)
-_LIST_CONVERSATIONS = _Rpc("ListConversations", pb.ListConversationsResponse, _always)
-_GET_CONVERSATION = _Rpc("GetConversation", pb.GetConversationResponse, _always)
-_SUBMIT_FEEDBACK = _Rpc("SubmitFeedback", pb.SubmitFeedbackResponse, _never)
-_RENAME_CONVERSATION = _Rpc("RenameConversation", pb.RenameConversationResponse, _never)
-_DELETE_CONVERSATION = _Rpc("DeleteConversation", pb.DeleteConversationResponse, _never)
-_SEARCH_FACTS = _Rpc("SearchFacts", pb.SearchFactsResponse, _always)
-_LIST_FACTS = _Rpc("ListFacts", pb.ListFactsResponse, _always)
-_GET_FACT = _Rpc("GetFact", pb.GetFactResponse, _always)
-_GET_FACT_HISTORY = _Rpc("GetFactHistory", pb.GetFactHistoryResponse, _always)
-_ADD_FACT = _Rpc("AddFact", pb.AddFactResponse, _never)
-_UPDATE_FACT = _Rpc("UpdateFact", pb.UpdateFactResponse, _never)
-_DELETE_FACT = _Rpc("DeleteFact", pb.DeleteFactResponse, _never)
-_FORGET_SCOPE = _Rpc("ForgetScope", pb.ForgetScopeResponse, _never)
-_HEALTH_CHECK: _Rpc[Any] = _Rpc("Check", health_pb2.HealthCheckResponse, _always, service="health")
 
 
 def _timestamp(value: datetime | None) -> Timestamp | None:
@@ -124,517 +52,31 @@ def _timestamp(value: datetime | None) -> Timestamp | None:
     return stamp
 
 
-def _search_facts_request(
-    username: str,
-    graphname: str,
-    query: str,
-    top_k: int,
-    threshold: float | None,
-    as_of_valid_time: datetime | None,
-    as_of_transaction_time: datetime | None,
-) -> pb.SearchFactsRequest:
-    request = pb.SearchFactsRequest(
-        username=username,
-        graphname=graphname,
-        query=query,
-        top_k=top_k,
-        as_of_valid_time=_timestamp(as_of_valid_time),
-        as_of_transaction_time=_timestamp(as_of_transaction_time),
-    )
-    if threshold is not None:
-        request.threshold = threshold
-    return request
+class _AsOf(TypedDict):
+    as_of_valid_time: Timestamp | None
+    as_of_transaction_time: Timestamp | None
 
 
-class _Attempts:
-    """The retry plan of one call: the overall deadline and the back-off between attempts."""
-
-    def __init__(self, rpc: _Rpc[Any], request: Message, timeout_s: float, config: _Config):
-        self._deadline = time.monotonic() + timeout_s
-        self._retryable = rpc.idempotent(request)
-        self._config = config
-        self._rpc = rpc
-        self.retries = 0
-
-    def timeout(self) -> float:
-        """Time left for the next attempt (never zero: gRPC would treat it as no deadline)."""
-        return max(self._deadline - time.monotonic(), 0.001)
-
-    def delay_before_retry(self, code: grpc.StatusCode) -> float | None:
-        """Seconds to sleep before the next attempt, or None when the error is final."""
-        if code != grpc.StatusCode.UNAVAILABLE or not self._retryable:
-            return None
-        if self.retries >= self._config.retries:
-            return None
-        base = min(self._config.backoff_s * (2**self.retries), _MAX_BACKOFF_S)
-        delay = random.uniform(base / 2, base)
-        if time.monotonic() + delay >= self._deadline:
-            return None
-        self.retries += 1
-        log.debug(
-            "%s: UNAVAILABLE; retry %d/%d in %.3fs",
-            self._rpc.name,
-            self.retries,
-            self._config.retries,
-            delay,
-        )
-        return delay
+def _as_of(valid_time: datetime | None, transaction_time: datetime | None) -> _AsOf:
+    """The as-of point of a bitemporal read (SearchFacts, ListFacts); None means now."""
+    return {
+        "as_of_valid_time": _timestamp(valid_time),
+        "as_of_transaction_time": _timestamp(transaction_time),
+    }
 
 
-@dataclass(frozen=True)
-class _Config:
-    target: str
-    timeout_s: float
-    retries: int
-    backoff_s: float
-    credentials: Any  # grpc.ChannelCredentials | None
-    metadata: tuple[tuple[str, str], ...]
-    options: tuple[tuple[str, Any], ...]
+def _serving(response: Any) -> bool:
+    return bool(response.status == HealthCheckResponse.SERVING)
 
 
-def _config(
-    target: str,
-    timeout_s: float,
-    retries: int,
-    backoff_s: float,
-    tls: bool | grpc.ChannelCredentials,
-    root_certificates: bytes | None,
-    token: str | None,
-    options: Sequence[tuple[str, Any]],
-) -> _Config:
-    if timeout_s <= 0:
-        raise ValueError("timeout_s must be positive")
-    if retries < 0 or backoff_s < 0:
-        raise ValueError("retries and backoff_s must not be negative")
-    credentials: Any = None
-    if isinstance(tls, grpc.ChannelCredentials):
-        credentials = tls
-    elif tls:
-        credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-    elif root_certificates is not None:
-        raise ValueError("root_certificates needs tls=True")
-    metadata = (("authorization", f"Bearer {token}"),) if token else ()
-    merged = dict(DEFAULT_OPTIONS)
-    merged.update(dict(options))
-    return _Config(
-        target, timeout_s, retries, backoff_s, credentials, metadata, tuple(merged.items())
-    )
-
-
-class AsyncMemoryClient:
-    """grpc.aio client; see the module docstring for deadlines, retries, TLS and tokens.
-
-    Use `async with AsyncMemoryClient(...) as client:` or call `await client.close()`."""
-
-    def __init__(
-        self,
-        target: str,
-        *,
-        timeout_s: float = 10.0,
-        retries: int = 3,
-        backoff_s: float = 0.1,
-        tls: bool | grpc.ChannelCredentials = False,
-        root_certificates: bytes | None = None,
-        token: str | None = None,
-        options: Sequence[tuple[str, Any]] = (),
-    ) -> None:
-        self._config = _config(
-            target, timeout_s, retries, backoff_s, tls, root_certificates, token, options
-        )
-        if self._config.credentials is None:
-            self._channel = grpc.aio.insecure_channel(target, options=self._config.options)
-        else:
-            self._channel = grpc.aio.secure_channel(
-                target, self._config.credentials, options=self._config.options
-            )
-        self._stubs: dict[str, Any] = {
-            "memory": pb_grpc.MemoryServiceStub(self._channel),
-            "health": health_pb2_grpc.HealthStub(self._channel),
-        }
-
-    async def __aenter__(self) -> AsyncMemoryClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        await self._channel.close()
-
-    async def _call(self, rpc: _Rpc[R], request: Message, timeout_s: float | None) -> R:
-        method = getattr(self._stubs[rpc.service], rpc.name)
-        attempts = _Attempts(rpc, request, timeout_s or self._config.timeout_s, self._config)
-        while True:
-            try:
-                response: R = await method(
-                    request, timeout=attempts.timeout(), metadata=self._config.metadata
-                )
-                return response
-            except grpc.aio.AioRpcError as exc:
-                delay = attempts.delay_before_retry(exc.code())
-                if delay is None:
-                    raise error_for(exc.code(), exc.details() or "", rpc.name) from exc
-            await asyncio.sleep(delay)
+class _Rpcs:
+    """The RPC table: one entry per RPC, its request builder under `@rpc` with the RPC's name,
+    response type and retry rule. Both clients take their methods from here (memory_client._rpc
+    says how), so adding an RPC is adding one entry."""
 
     # --- Turns -----------------------------------------------------------------------------
 
-    async def start_turn(
-        self,
-        username: str,
-        graphname: str,
-        conversation_id: str,
-        content: str,
-        *,
-        message_id: str = "",
-        conversation_name: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.StartTurnResponse:
-        """Retried on UNAVAILABLE only when `message_id` is set."""
-        request = pb.StartTurnRequest(
-            username=username,
-            graphname=graphname,
-            conversation_id=conversation_id,
-            content=content,
-            message_id=message_id,
-            conversation_name=conversation_name,
-        )
-        return await self._call(_START_TURN, request, timeout_s)
-
-    async def complete_turn(
-        self,
-        username: str,
-        graphname: str,
-        conversation_id: str,
-        content: str,
-        *,
-        model: str = "",
-        parent_id: str = "",
-        response_time_seconds: float = 0.0,
-        message_id: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.CompleteTurnResponse:
-        """Retried on UNAVAILABLE only when `message_id` is set."""
-        request = pb.CompleteTurnRequest(
-            username=username,
-            graphname=graphname,
-            conversation_id=conversation_id,
-            content=content,
-            model=model,
-            parent_id=parent_id,
-            response_time_seconds=response_time_seconds,
-            message_id=message_id,
-        )
-        return await self._call(_COMPLETE_TURN, request, timeout_s)
-
-    async def get_context(
-        self,
-        username: str,
-        graphname: str,
-        conversation_id: str,
-        *,
-        question: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.GetContextResponse:
-        request = pb.GetContextRequest(
-            username=username,
-            graphname=graphname,
-            conversation_id=conversation_id,
-            question=question,
-        )
-        return await self._call(_GET_CONTEXT, request, timeout_s)
-
-    async def append_messages(
-        self,
-        username: str,
-        graphname: str,
-        conversation_id: str,
-        messages: Sequence[pb.NewMessage],
-        *,
-        conversation_name: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.AppendMessagesResponse:
-        """Retried on UNAVAILABLE only when every message carries a `message_id`."""
-        request = pb.AppendMessagesRequest(
-            username=username,
-            graphname=graphname,
-            conversation_id=conversation_id,
-            messages=messages,
-            conversation_name=conversation_name,
-        )
-        return await self._call(_APPEND_MESSAGES, request, timeout_s)
-
-    # --- Conversations ---------------------------------------------------------------------
-
-    async def list_conversations(
-        self,
-        username: str,
-        graphname: str,
-        *,
-        page_size: int = 0,
-        page_token: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.ListConversationsResponse:
-        request = pb.ListConversationsRequest(
-            username=username, graphname=graphname, page_size=page_size, page_token=page_token
-        )
-        return await self._call(_LIST_CONVERSATIONS, request, timeout_s)
-
-    async def get_conversation(
-        self,
-        username: str,
-        graphname: str,
-        conversation_id: str,
-        *,
-        page_size: int = 0,
-        page_token: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.GetConversationResponse:
-        request = pb.GetConversationRequest(
-            username=username,
-            graphname=graphname,
-            conversation_id=conversation_id,
-            page_size=page_size,
-            page_token=page_token,
-        )
-        return await self._call(_GET_CONVERSATION, request, timeout_s)
-
-    async def submit_feedback(
-        self,
-        username: str,
-        graphname: str,
-        message_id: str,
-        feedback: pb.Feedback.ValueType,
-        *,
-        comment: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.SubmitFeedbackResponse:
-        request = pb.SubmitFeedbackRequest(
-            username=username,
-            graphname=graphname,
-            message_id=message_id,
-            feedback=feedback,
-            comment=comment,
-        )
-        return await self._call(_SUBMIT_FEEDBACK, request, timeout_s)
-
-    async def rename_conversation(
-        self,
-        username: str,
-        graphname: str,
-        conversation_id: str,
-        name: str,
-        *,
-        timeout_s: float | None = None,
-    ) -> pb.RenameConversationResponse:
-        request = pb.RenameConversationRequest(
-            username=username, graphname=graphname, conversation_id=conversation_id, name=name
-        )
-        return await self._call(_RENAME_CONVERSATION, request, timeout_s)
-
-    async def delete_conversation(
-        self,
-        username: str,
-        graphname: str,
-        conversation_id: str,
-        *,
-        timeout_s: float | None = None,
-    ) -> pb.DeleteConversationResponse:
-        request = pb.DeleteConversationRequest(
-            username=username, graphname=graphname, conversation_id=conversation_id
-        )
-        return await self._call(_DELETE_CONVERSATION, request, timeout_s)
-
-    # --- Long-term memory ------------------------------------------------------------------
-
-    async def search_facts(
-        self,
-        username: str,
-        graphname: str,
-        query: str,
-        *,
-        top_k: int = 0,
-        threshold: float | None = None,
-        as_of_valid_time: datetime | None = None,
-        as_of_transaction_time: datetime | None = None,
-        timeout_s: float | None = None,
-    ) -> pb.SearchFactsResponse:
-        """`threshold` None means the server's default; as-of times must be timezone-aware."""
-        request = _search_facts_request(
-            username,
-            graphname,
-            query,
-            top_k,
-            threshold,
-            as_of_valid_time,
-            as_of_transaction_time,
-        )
-        return await self._call(_SEARCH_FACTS, request, timeout_s)
-
-    async def list_facts(
-        self,
-        username: str,
-        graphname: str,
-        *,
-        page_size: int = 0,
-        page_token: str = "",
-        as_of_valid_time: datetime | None = None,
-        as_of_transaction_time: datetime | None = None,
-        timeout_s: float | None = None,
-    ) -> pb.ListFactsResponse:
-        request = pb.ListFactsRequest(
-            username=username,
-            graphname=graphname,
-            page_size=page_size,
-            page_token=page_token,
-            as_of_valid_time=_timestamp(as_of_valid_time),
-            as_of_transaction_time=_timestamp(as_of_transaction_time),
-        )
-        return await self._call(_LIST_FACTS, request, timeout_s)
-
-    async def get_fact(
-        self, username: str, graphname: str, fact_id: str, *, timeout_s: float | None = None
-    ) -> pb.GetFactResponse:
-        request = pb.GetFactRequest(username=username, graphname=graphname, fact_id=fact_id)
-        return await self._call(_GET_FACT, request, timeout_s)
-
-    async def get_fact_history(
-        self, username: str, graphname: str, fact_id: str, *, timeout_s: float | None = None
-    ) -> pb.GetFactHistoryResponse:
-        request = pb.GetFactHistoryRequest(username=username, graphname=graphname, fact_id=fact_id)
-        return await self._call(_GET_FACT_HISTORY, request, timeout_s)
-
-    async def add_fact(
-        self,
-        username: str,
-        graphname: str,
-        text: str,
-        *,
-        kind: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.AddFactResponse:
-        request = pb.AddFactRequest(username=username, graphname=graphname, text=text, kind=kind)
-        return await self._call(_ADD_FACT, request, timeout_s)
-
-    async def update_fact(
-        self,
-        username: str,
-        graphname: str,
-        fact_id: str,
-        text: str,
-        *,
-        kind: str = "",
-        timeout_s: float | None = None,
-    ) -> pb.UpdateFactResponse:
-        request = pb.UpdateFactRequest(
-            username=username, graphname=graphname, fact_id=fact_id, text=text, kind=kind
-        )
-        return await self._call(_UPDATE_FACT, request, timeout_s)
-
-    async def delete_fact(
-        self,
-        username: str,
-        graphname: str,
-        fact_id: str,
-        *,
-        ended: bool = False,
-        timeout_s: float | None = None,
-    ) -> pb.DeleteFactResponse:
-        request = pb.DeleteFactRequest(
-            username=username, graphname=graphname, fact_id=fact_id, ended=ended
-        )
-        return await self._call(_DELETE_FACT, request, timeout_s)
-
-    async def forget_scope(
-        self,
-        username: str,
-        graphname: str,
-        *,
-        include_conversations: bool = False,
-        timeout_s: float | None = None,
-    ) -> pb.ForgetScopeResponse:
-        request = pb.ForgetScopeRequest(
-            username=username, graphname=graphname, include_conversations=include_conversations
-        )
-        return await self._call(_FORGET_SCOPE, request, timeout_s)
-
-    # --- Health ----------------------------------------------------------------------------
-
-    async def health(self, service: str = SERVICE_NAME, *, timeout_s: float | None = None) -> bool:
-        """True when the server reports `service` SERVING ("" asks about the whole server)."""
-        request = health_pb2.HealthCheckRequest(service=service)
-        response = await self._call(_HEALTH_CHECK, request, timeout_s)
-        return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-class MemoryClient:
-    """Blocking client over the synchronous gRPC channel: the same methods, deadlines, retries,
-    metadata and errors as AsyncMemoryClient.
-
-    Do not call it from a thread running the event loop of an in-process server: it blocks."""
-
-    def __init__(
-        self,
-        target: str,
-        *,
-        timeout_s: float = 10.0,
-        retries: int = 3,
-        backoff_s: float = 0.1,
-        tls: bool | grpc.ChannelCredentials = False,
-        root_certificates: bytes | None = None,
-        token: str | None = None,
-        options: Sequence[tuple[str, Any]] = (),
-    ) -> None:
-        self._config = _config(
-            target, timeout_s, retries, backoff_s, tls, root_certificates, token, options
-        )
-        if self._config.credentials is None:
-            self._channel = grpc.insecure_channel(target, options=self._config.options)
-        else:
-            self._channel = grpc.secure_channel(
-                target, self._config.credentials, options=self._config.options
-            )
-        self._stubs: dict[str, Any] = {
-            "memory": pb_grpc.MemoryServiceStub(self._channel),
-            "health": health_pb2_grpc.HealthStub(self._channel),
-        }
-
-    def __enter__(self) -> MemoryClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._channel.close()
-
-    def _call(self, rpc: _Rpc[R], request: Message, timeout_s: float | None) -> R:
-        method = getattr(self._stubs[rpc.service], rpc.name)
-        attempts = _Attempts(rpc, request, timeout_s or self._config.timeout_s, self._config)
-        while True:
-            try:
-                response: R = method(
-                    request, timeout=attempts.timeout(), metadata=self._config.metadata
-                )
-                return response
-            except grpc.RpcError as exc:
-                code = exc.code()
-                delay = attempts.delay_before_retry(code)
-                if delay is None:
-                    raise error_for(code, exc.details() or "", rpc.name) from exc
-            time.sleep(delay)
-
-    # --- Turns -----------------------------------------------------------------------------
-
+    @rpc("StartTurn", pb.StartTurnResponse, retry_if=has_message_id)
     def start_turn(
         self,
         username: str,
@@ -645,9 +87,9 @@ class MemoryClient:
         message_id: str = "",
         conversation_name: str = "",
         timeout_s: float | None = None,
-    ) -> pb.StartTurnResponse:
+    ) -> pb.StartTurnRequest:
         """Retried on UNAVAILABLE only when `message_id` is set."""
-        request = pb.StartTurnRequest(
+        return pb.StartTurnRequest(
             username=username,
             graphname=graphname,
             conversation_id=conversation_id,
@@ -655,8 +97,8 @@ class MemoryClient:
             message_id=message_id,
             conversation_name=conversation_name,
         )
-        return self._call(_START_TURN, request, timeout_s)
 
+    @rpc("CompleteTurn", pb.CompleteTurnResponse, retry_if=has_message_id)
     def complete_turn(
         self,
         username: str,
@@ -669,9 +111,9 @@ class MemoryClient:
         response_time_seconds: float = 0.0,
         message_id: str = "",
         timeout_s: float | None = None,
-    ) -> pb.CompleteTurnResponse:
+    ) -> pb.CompleteTurnRequest:
         """Retried on UNAVAILABLE only when `message_id` is set."""
-        request = pb.CompleteTurnRequest(
+        return pb.CompleteTurnRequest(
             username=username,
             graphname=graphname,
             conversation_id=conversation_id,
@@ -681,8 +123,8 @@ class MemoryClient:
             response_time_seconds=response_time_seconds,
             message_id=message_id,
         )
-        return self._call(_COMPLETE_TURN, request, timeout_s)
 
+    @rpc("GetContext", pb.GetContextResponse, retry_if=always)
     def get_context(
         self,
         username: str,
@@ -691,15 +133,15 @@ class MemoryClient:
         *,
         question: str = "",
         timeout_s: float | None = None,
-    ) -> pb.GetContextResponse:
-        request = pb.GetContextRequest(
+    ) -> pb.GetContextRequest:
+        return pb.GetContextRequest(
             username=username,
             graphname=graphname,
             conversation_id=conversation_id,
             question=question,
         )
-        return self._call(_GET_CONTEXT, request, timeout_s)
 
+    @rpc("AppendMessages", pb.AppendMessagesResponse, retry_if=all_have_message_ids)
     def append_messages(
         self,
         username: str,
@@ -709,19 +151,19 @@ class MemoryClient:
         *,
         conversation_name: str = "",
         timeout_s: float | None = None,
-    ) -> pb.AppendMessagesResponse:
+    ) -> pb.AppendMessagesRequest:
         """Retried on UNAVAILABLE only when every message carries a `message_id`."""
-        request = pb.AppendMessagesRequest(
+        return pb.AppendMessagesRequest(
             username=username,
             graphname=graphname,
             conversation_id=conversation_id,
             messages=messages,
             conversation_name=conversation_name,
         )
-        return self._call(_APPEND_MESSAGES, request, timeout_s)
 
     # --- Conversations ---------------------------------------------------------------------
 
+    @rpc("ListConversations", pb.ListConversationsResponse, retry_if=always)
     def list_conversations(
         self,
         username: str,
@@ -730,12 +172,12 @@ class MemoryClient:
         page_size: int = 0,
         page_token: str = "",
         timeout_s: float | None = None,
-    ) -> pb.ListConversationsResponse:
-        request = pb.ListConversationsRequest(
+    ) -> pb.ListConversationsRequest:
+        return pb.ListConversationsRequest(
             username=username, graphname=graphname, page_size=page_size, page_token=page_token
         )
-        return self._call(_LIST_CONVERSATIONS, request, timeout_s)
 
+    @rpc("GetConversation", pb.GetConversationResponse, retry_if=always)
     def get_conversation(
         self,
         username: str,
@@ -745,16 +187,16 @@ class MemoryClient:
         page_size: int = 0,
         page_token: str = "",
         timeout_s: float | None = None,
-    ) -> pb.GetConversationResponse:
-        request = pb.GetConversationRequest(
+    ) -> pb.GetConversationRequest:
+        return pb.GetConversationRequest(
             username=username,
             graphname=graphname,
             conversation_id=conversation_id,
             page_size=page_size,
             page_token=page_token,
         )
-        return self._call(_GET_CONVERSATION, request, timeout_s)
 
+    @rpc("SubmitFeedback", pb.SubmitFeedbackResponse, retry_if=never)
     def submit_feedback(
         self,
         username: str,
@@ -764,16 +206,16 @@ class MemoryClient:
         *,
         comment: str = "",
         timeout_s: float | None = None,
-    ) -> pb.SubmitFeedbackResponse:
-        request = pb.SubmitFeedbackRequest(
+    ) -> pb.SubmitFeedbackRequest:
+        return pb.SubmitFeedbackRequest(
             username=username,
             graphname=graphname,
             message_id=message_id,
             feedback=feedback,
             comment=comment,
         )
-        return self._call(_SUBMIT_FEEDBACK, request, timeout_s)
 
+    @rpc("RenameConversation", pb.RenameConversationResponse, retry_if=never)
     def rename_conversation(
         self,
         username: str,
@@ -782,12 +224,12 @@ class MemoryClient:
         name: str,
         *,
         timeout_s: float | None = None,
-    ) -> pb.RenameConversationResponse:
-        request = pb.RenameConversationRequest(
+    ) -> pb.RenameConversationRequest:
+        return pb.RenameConversationRequest(
             username=username, graphname=graphname, conversation_id=conversation_id, name=name
         )
-        return self._call(_RENAME_CONVERSATION, request, timeout_s)
 
+    @rpc("DeleteConversation", pb.DeleteConversationResponse, retry_if=never)
     def delete_conversation(
         self,
         username: str,
@@ -795,14 +237,14 @@ class MemoryClient:
         conversation_id: str,
         *,
         timeout_s: float | None = None,
-    ) -> pb.DeleteConversationResponse:
-        request = pb.DeleteConversationRequest(
+    ) -> pb.DeleteConversationRequest:
+        return pb.DeleteConversationRequest(
             username=username, graphname=graphname, conversation_id=conversation_id
         )
-        return self._call(_DELETE_CONVERSATION, request, timeout_s)
 
     # --- Long-term memory ------------------------------------------------------------------
 
+    @rpc("SearchFacts", pb.SearchFactsResponse, retry_if=always)
     def search_facts(
         self,
         username: str,
@@ -814,19 +256,20 @@ class MemoryClient:
         as_of_valid_time: datetime | None = None,
         as_of_transaction_time: datetime | None = None,
         timeout_s: float | None = None,
-    ) -> pb.SearchFactsResponse:
+    ) -> pb.SearchFactsRequest:
         """`threshold` None means the server's default; as-of times must be timezone-aware."""
-        request = _search_facts_request(
-            username,
-            graphname,
-            query,
-            top_k,
-            threshold,
-            as_of_valid_time,
-            as_of_transaction_time,
+        request = pb.SearchFactsRequest(
+            username=username,
+            graphname=graphname,
+            query=query,
+            top_k=top_k,
+            **_as_of(as_of_valid_time, as_of_transaction_time),
         )
-        return self._call(_SEARCH_FACTS, request, timeout_s)
+        if threshold is not None:
+            request.threshold = threshold
+        return request
 
+    @rpc("ListFacts", pb.ListFactsResponse, retry_if=always)
     def list_facts(
         self,
         username: str,
@@ -837,29 +280,28 @@ class MemoryClient:
         as_of_valid_time: datetime | None = None,
         as_of_transaction_time: datetime | None = None,
         timeout_s: float | None = None,
-    ) -> pb.ListFactsResponse:
-        request = pb.ListFactsRequest(
+    ) -> pb.ListFactsRequest:
+        return pb.ListFactsRequest(
             username=username,
             graphname=graphname,
             page_size=page_size,
             page_token=page_token,
-            as_of_valid_time=_timestamp(as_of_valid_time),
-            as_of_transaction_time=_timestamp(as_of_transaction_time),
+            **_as_of(as_of_valid_time, as_of_transaction_time),
         )
-        return self._call(_LIST_FACTS, request, timeout_s)
 
+    @rpc("GetFact", pb.GetFactResponse, retry_if=always)
     def get_fact(
         self, username: str, graphname: str, fact_id: str, *, timeout_s: float | None = None
-    ) -> pb.GetFactResponse:
-        request = pb.GetFactRequest(username=username, graphname=graphname, fact_id=fact_id)
-        return self._call(_GET_FACT, request, timeout_s)
+    ) -> pb.GetFactRequest:
+        return pb.GetFactRequest(username=username, graphname=graphname, fact_id=fact_id)
 
+    @rpc("GetFactHistory", pb.GetFactHistoryResponse, retry_if=always)
     def get_fact_history(
         self, username: str, graphname: str, fact_id: str, *, timeout_s: float | None = None
-    ) -> pb.GetFactHistoryResponse:
-        request = pb.GetFactHistoryRequest(username=username, graphname=graphname, fact_id=fact_id)
-        return self._call(_GET_FACT_HISTORY, request, timeout_s)
+    ) -> pb.GetFactHistoryRequest:
+        return pb.GetFactHistoryRequest(username=username, graphname=graphname, fact_id=fact_id)
 
+    @rpc("AddFact", pb.AddFactResponse, retry_if=never)
     def add_fact(
         self,
         username: str,
@@ -868,10 +310,10 @@ class MemoryClient:
         *,
         kind: str = "",
         timeout_s: float | None = None,
-    ) -> pb.AddFactResponse:
-        request = pb.AddFactRequest(username=username, graphname=graphname, text=text, kind=kind)
-        return self._call(_ADD_FACT, request, timeout_s)
+    ) -> pb.AddFactRequest:
+        return pb.AddFactRequest(username=username, graphname=graphname, text=text, kind=kind)
 
+    @rpc("UpdateFact", pb.UpdateFactResponse, retry_if=never)
     def update_fact(
         self,
         username: str,
@@ -881,12 +323,12 @@ class MemoryClient:
         *,
         kind: str = "",
         timeout_s: float | None = None,
-    ) -> pb.UpdateFactResponse:
-        request = pb.UpdateFactRequest(
+    ) -> pb.UpdateFactRequest:
+        return pb.UpdateFactRequest(
             username=username, graphname=graphname, fact_id=fact_id, text=text, kind=kind
         )
-        return self._call(_UPDATE_FACT, request, timeout_s)
 
+    @rpc("DeleteFact", pb.DeleteFactResponse, retry_if=never)
     def delete_fact(
         self,
         username: str,
@@ -895,12 +337,12 @@ class MemoryClient:
         *,
         ended: bool = False,
         timeout_s: float | None = None,
-    ) -> pb.DeleteFactResponse:
-        request = pb.DeleteFactRequest(
+    ) -> pb.DeleteFactRequest:
+        return pb.DeleteFactRequest(
             username=username, graphname=graphname, fact_id=fact_id, ended=ended
         )
-        return self._call(_DELETE_FACT, request, timeout_s)
 
+    @rpc("ForgetScope", pb.ForgetScopeResponse, retry_if=never)
     def forget_scope(
         self,
         username: str,
@@ -908,16 +350,29 @@ class MemoryClient:
         *,
         include_conversations: bool = False,
         timeout_s: float | None = None,
-    ) -> pb.ForgetScopeResponse:
-        request = pb.ForgetScopeRequest(
+    ) -> pb.ForgetScopeRequest:
+        return pb.ForgetScopeRequest(
             username=username, graphname=graphname, include_conversations=include_conversations
         )
-        return self._call(_FORGET_SCOPE, request, timeout_s)
 
     # --- Health ----------------------------------------------------------------------------
 
-    def health(self, service: str = SERVICE_NAME, *, timeout_s: float | None = None) -> bool:
+    @rpc("Check", HealthCheckResponse, retry_if=always, service="health").returning(_serving)
+    def health(
+        self, service: str = SERVICE_NAME, *, timeout_s: float | None = None
+    ) -> HealthCheckRequest:
         """True when the server reports `service` SERVING ("" asks about the whole server)."""
-        request = health_pb2.HealthCheckRequest(service=service)
-        response = self._call(_HEALTH_CHECK, request, timeout_s)
-        return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
+        return HealthCheckRequest(service=service)
+
+
+class AsyncMemoryClient(_Rpcs, AsyncTransport):
+    """grpc.aio client; see the module docstring for deadlines, retries, TLS and tokens.
+
+    Use `async with AsyncMemoryClient(...) as client:` or call `await client.close()`."""
+
+
+class MemoryClient(_Rpcs, SyncTransport):
+    """Blocking client over the synchronous gRPC channel: the same methods, deadlines, retries,
+    metadata and errors as AsyncMemoryClient.
+
+    Do not call it from a thread running the event loop of an in-process server: it blocks."""

@@ -1,13 +1,13 @@
-"""Commands for health, turns, context and conversation history. Each takes the client, the
-parsed arguments and the output, and returns the exit status; a failed RPC raises
-MemoryClientError, which `main` reports."""
+"""Commands for health, turns, context and conversation history. Each is its call (client and
+parsed arguments in, response out) and, under `@command(call)`, the text it prints for people."""
 
 from __future__ import annotations
 
-import argparse
+from argparse import Namespace
 
-from grpc_health.v1 import health_pb2
+from grpc_health.v1.health_pb2 import HealthCheckResponse
 
+from memory_client.cli._command import command
 from memory_client.cli._common import collect, require_yes, text_of
 from memory_client.cli._exit import ExitCode
 from memory_client.cli._output import Column, Output, feedback, plural, role, timestamp
@@ -31,15 +31,19 @@ _MESSAGE_COLUMNS = (
 )
 
 
-def health(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+def _health(client: MemoryClient, args: Namespace) -> HealthCheckResponse:
     serving = client.health(args.service)
-    response = health_pb2.HealthCheckResponse
-    status = response.SERVING if serving else response.NOT_SERVING
-    if out.json:
-        out.message_json(response(status=status))
-    else:
-        out.line(response.ServingStatus.Name(status))
-    return ExitCode.OK if serving else ExitCode.FAILED
+    response = HealthCheckResponse
+    return response(status=response.SERVING if serving else response.NOT_SERVING)
+
+
+def _serving(response: HealthCheckResponse) -> ExitCode:
+    return ExitCode.OK if response.status == response.SERVING else ExitCode.FAILED
+
+
+@command(_health, status=_serving)
+def health(response: HealthCheckResponse, args: Namespace, out: Output) -> None:
+    out.line(response.ServingStatus.Name(response.status))
 
 
 def _context_figures(context: pb.MemoryContext) -> str:
@@ -59,8 +63,8 @@ def _context_notes(context: pb.MemoryContext) -> list[tuple[str, str]]:
     return []
 
 
-def start_turn(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.start_turn(
+def _start_turn(client: MemoryClient, args: Namespace) -> pb.StartTurnResponse:
+    return client.start_turn(
         args.username,
         args.graphname,
         conversation_id=args.conversation_id,
@@ -68,9 +72,10 @@ def start_turn(client: MemoryClient, args: argparse.Namespace, out: Output) -> E
         message_id=args.message_id,
         conversation_name=args.name,
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_start_turn)
+def start_turn(response: pb.StartTurnResponse, args: Namespace, out: Output) -> None:
     created = " (created)" if response.conversation_created else ""
     out.fields(
         [
@@ -83,11 +88,10 @@ def start_turn(client: MemoryClient, args: argparse.Namespace, out: Output) -> E
     )
     out.line()
     out.block(response.context.rendered)
-    return ExitCode.OK
 
 
-def complete_turn(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.complete_turn(
+def _complete_turn(client: MemoryClient, args: Namespace) -> pb.CompleteTurnResponse:
+    return client.complete_turn(
         args.username,
         args.graphname,
         conversation_id=args.conversation_id,
@@ -97,9 +101,10 @@ def complete_turn(client: MemoryClient, args: argparse.Namespace, out: Output) -
         response_time_seconds=args.response_time,
         message_id=args.message_id,
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_complete_turn)
+def complete_turn(response: pb.CompleteTurnResponse, args: Namespace, out: Output) -> None:
     message = response.message
     out.fields(
         [
@@ -110,27 +115,26 @@ def complete_turn(client: MemoryClient, args: argparse.Namespace, out: Output) -
             ("compacted", "inline" if response.compacted_inline else "queued"),
         ]
     )
-    return ExitCode.OK
 
 
-def context(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.get_context(
+def _get_context(client: MemoryClient, args: Namespace) -> pb.GetContextResponse:
+    return client.get_context(
         args.username, args.graphname, conversation_id=args.conversation_id, question=args.question
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_get_context)
+def context(response: pb.GetContextResponse, args: Namespace, out: Output) -> None:
     out.block(response.context.rendered)
     out.line()
     notes = [("tokens", _context_figures(response.context)), *_context_notes(response.context)]
     if not response.conversation_exists:
         notes.append(("conversation", f"{args.conversation_id} does not exist yet"))
     out.fields(notes)
-    return ExitCode.OK
 
 
-def conversations(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = collect(
+def _list_conversations(client: MemoryClient, args: Namespace) -> pb.ListConversationsResponse:
+    return collect(
         lambda token: client.list_conversations(
             args.username, args.graphname, page_size=args.page_size, page_token=token
         ),
@@ -138,20 +142,20 @@ def conversations(client: MemoryClient, args: argparse.Namespace, out: Output) -
         "conversations",
         follow=args.all,
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_list_conversations)
+def conversations(response: pb.ListConversationsResponse, args: Namespace, out: Output) -> None:
     rows = [
         [c.conversation_id, c.name, str(c.message_count), timestamp(c.updated_at)]
         for c in response.conversations
     ]
     out.table(_CONVERSATION_COLUMNS, rows, empty="no conversations")
     out.next_page(response.next_page_token)
-    return ExitCode.OK
 
 
-def conversation(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = collect(
+def _get_conversation(client: MemoryClient, args: Namespace) -> pb.GetConversationResponse:
+    return collect(
         lambda token: client.get_conversation(
             args.username,
             args.graphname,
@@ -163,9 +167,10 @@ def conversation(client: MemoryClient, args: argparse.Namespace, out: Output) ->
         "messages",
         follow=args.all,
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_get_conversation)
+def conversation(response: pb.GetConversationResponse, args: Namespace, out: Output) -> None:
     about = response.conversation
     out.fields(
         [
@@ -182,20 +187,20 @@ def conversation(client: MemoryClient, args: argparse.Namespace, out: Output) ->
     ]
     out.table(_MESSAGE_COLUMNS, rows, empty="no messages")
     out.next_page(response.next_page_token)
-    return ExitCode.OK
 
 
-def submit_feedback(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.submit_feedback(
+def _submit_feedback(client: MemoryClient, args: Namespace) -> pb.SubmitFeedbackResponse:
+    return client.submit_feedback(
         args.username,
         args.graphname,
         message_id=args.message_id,
         feedback=FEEDBACK[args.feedback],
         comment=args.comment,
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_submit_feedback)
+def submit_feedback(response: pb.SubmitFeedbackResponse, args: Namespace, out: Output) -> None:
     message = response.message
     out.fields(
         [
@@ -204,29 +209,30 @@ def submit_feedback(client: MemoryClient, args: argparse.Namespace, out: Output)
             ("comment", message.comment or "-"),
         ]
     )
-    return ExitCode.OK
 
 
-def rename(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.rename_conversation(
+def _rename_conversation(client: MemoryClient, args: Namespace) -> pb.RenameConversationResponse:
+    return client.rename_conversation(
         args.username, args.graphname, conversation_id=args.conversation_id, name=args.new_name
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_rename_conversation)
+def rename(response: pb.RenameConversationResponse, args: Namespace, out: Output) -> None:
     renamed = response.conversation
     out.fields([("conversation", renamed.conversation_id), ("name", renamed.name)])
-    return ExitCode.OK
 
 
-def delete_conversation(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+def _delete_conversation(client: MemoryClient, args: Namespace) -> pb.DeleteConversationResponse:
     require_yes(args, f"erases conversation {args.conversation_id!r} and all its messages")
-    response = client.delete_conversation(
+    return client.delete_conversation(
         args.username, args.graphname, conversation_id=args.conversation_id
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_delete_conversation)
+def delete_conversation(
+    response: pb.DeleteConversationResponse, args: Namespace, out: Output
+) -> None:
     deleted = plural(response.deleted_messages, "message")
     out.line(f"deleted conversation {args.conversation_id} ({deleted})")
-    return ExitCode.OK

@@ -1,13 +1,13 @@
 """Commands for long-term facts (`facts ...`) and `forget-scope`, shaped like those in
-_conversations: client, arguments, output in; exit status out."""
+_conversations: a call, and the text it prints for people under `@command(call)`."""
 
 from __future__ import annotations
 
-import argparse
+from argparse import Namespace
 from collections.abc import Sequence
 
+from memory_client.cli._command import Command, command
 from memory_client.cli._common import collect, require_yes, text_of
-from memory_client.cli._exit import ExitCode
 from memory_client.cli._output import Column, Output, timestamp
 from memory_client.client import MemoryClient
 from memory_client.v1 import memory_pb2 as pb
@@ -60,8 +60,8 @@ def _score(value: float) -> str:
     return f"{value:.3f}"
 
 
-def search(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.search_facts(
+def _search_facts(client: MemoryClient, args: Namespace) -> pb.SearchFactsResponse:
+    return client.search_facts(
         args.username,
         args.graphname,
         query=args.query,
@@ -70,9 +70,10 @@ def search(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitC
         as_of_valid_time=args.as_of_valid,
         as_of_transaction_time=args.as_of_transaction,
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_search_facts)
+def search(response: pb.SearchFactsResponse, args: Namespace, out: Output) -> None:
     rows = [
         [
             _score(r.score),
@@ -85,11 +86,10 @@ def search(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitC
         for r in response.results
     ]
     out.table(_SEARCH_COLUMNS, rows, empty="no matching facts")
-    return ExitCode.OK
 
 
-def list_facts(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = collect(
+def _list_facts(client: MemoryClient, args: Namespace) -> pb.ListFactsResponse:
+    return collect(
         lambda token: client.list_facts(
             args.username,
             args.graphname,
@@ -102,23 +102,24 @@ def list_facts(client: MemoryClient, args: argparse.Namespace, out: Output) -> E
         "facts",
         follow=args.all,
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_list_facts)
+def list_facts(response: pb.ListFactsResponse, args: Namespace, out: Output) -> None:
     rows = [
         [f.fact_id, f.kind, timestamp(f.valid_from), timestamp(f.recorded_at), f.text]
         for f in response.facts
     ]
     out.table(_LIST_COLUMNS, rows, empty="no facts")
     out.next_page(response.next_page_token)
-    return ExitCode.OK
 
 
-def history(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.get_fact_history(args.username, args.graphname, fact_id=args.fact_id)
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+def _get_fact_history(client: MemoryClient, args: Namespace) -> pb.GetFactHistoryResponse:
+    return client.get_fact_history(args.username, args.graphname, fact_id=args.fact_id)
+
+
+@command(_get_fact_history)
+def history(response: pb.GetFactHistoryResponse, args: Namespace, out: Output) -> None:
     rows = [
         [
             timestamp(e.at),
@@ -131,21 +132,20 @@ def history(client: MemoryClient, args: argparse.Namespace, out: Output) -> Exit
         for e in response.events
     ]
     out.table(_EVENT_COLUMNS, rows, empty="no events")
-    return ExitCode.OK
 
 
-def get(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.get_fact(args.username, args.graphname, fact_id=args.fact_id)
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+def _get_fact(client: MemoryClient, args: Namespace) -> pb.GetFactResponse:
+    return client.get_fact(args.username, args.graphname, fact_id=args.fact_id)
+
+
+@command(_get_fact)
+def get(response: pb.GetFactResponse, args: Namespace, out: Output) -> None:
     if response.HasField("current"):
         out.fields(_fact_fields(response.current))
     else:
         out.fields([("fact", args.fact_id), ("current", "none (deleted)")])
     out.line()
     out.table(_VERSION_COLUMNS, _version_rows(response.versions), empty="no versions")
-    return ExitCode.OK
 
 
 def _version_rows(versions: Sequence[pb.Fact]) -> list[list[str]]:
@@ -162,50 +162,48 @@ def _version_rows(versions: Sequence[pb.Fact]) -> list[list[str]]:
     ]
 
 
-def add(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.add_fact(
-        args.username, args.graphname, text=text_of(args.text), kind=args.kind
-    )
-    if out.json:
-        out.message_json(response)
-    else:
-        out.fields(_fact_fields(response.fact))
-    return ExitCode.OK
+def _add_fact(client: MemoryClient, args: Namespace) -> pb.AddFactResponse:
+    return client.add_fact(args.username, args.graphname, text=text_of(args.text), kind=args.kind)
 
 
-def update(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.update_fact(
+def _update_fact(client: MemoryClient, args: Namespace) -> pb.UpdateFactResponse:
+    return client.update_fact(
         args.username, args.graphname, fact_id=args.fact_id, text=text_of(args.text), kind=args.kind
     )
-    if out.json:
-        out.message_json(response)
-    else:
-        out.fields(_fact_fields(response.fact))
-    return ExitCode.OK
 
 
-def delete(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
-    response = client.delete_fact(
-        args.username, args.graphname, fact_id=args.fact_id, ended=args.ended
-    )
-    if out.json:
-        out.message_json(response)
-    elif args.ended:
+def _written(
+    response: pb.AddFactResponse | pb.UpdateFactResponse, args: Namespace, out: Output
+) -> None:
+    out.fields(_fact_fields(response.fact))
+
+
+add = Command(_add_fact, _written)
+update = Command(_update_fact, _written)
+
+
+def _delete_fact(client: MemoryClient, args: Namespace) -> pb.DeleteFactResponse:
+    return client.delete_fact(args.username, args.graphname, fact_id=args.fact_id, ended=args.ended)
+
+
+@command(_delete_fact)
+def delete(response: pb.DeleteFactResponse, args: Namespace, out: Output) -> None:
+    if args.ended:
         out.line(f"deleted fact {args.fact_id}: true until now (history kept)")
     else:
         out.line(f"deleted fact {args.fact_id}: never true (history kept)")
-    return ExitCode.OK
 
 
-def forget_scope(client: MemoryClient, args: argparse.Namespace, out: Output) -> ExitCode:
+def _forget_scope(client: MemoryClient, args: Namespace) -> pb.ForgetScopeResponse:
     erased = "facts and conversations" if args.include_conversations else "facts"
     require_yes(args, f"erases all {erased} of user {args.username!r} on {args.graphname!r}")
-    response = client.forget_scope(
+    return client.forget_scope(
         args.username, args.graphname, include_conversations=args.include_conversations
     )
-    if out.json:
-        out.message_json(response)
-        return ExitCode.OK
+
+
+@command(_forget_scope)
+def forget_scope(response: pb.ForgetScopeResponse, args: Namespace, out: Output) -> None:
     out.fields(
         [
             ("facts", str(response.facts)),
@@ -213,4 +211,3 @@ def forget_scope(client: MemoryClient, args: argparse.Namespace, out: Output) ->
             ("messages", str(response.messages)),
         ]
     )
-    return ExitCode.OK

@@ -3,8 +3,9 @@
     python -m memory_client.graphrag.migrate --sqlite chat-history.db --graph MyGraph
 
 Three parts, each testable alone: the reader (`_legacy`: SQLite → typed records), the planner
-(`plan_conversations`: records → batches of NewMessage per conversation, counting what it leaves
-out) and the importer (`migrate`: batches → AppendMessages through AsyncMemoryClient). Every
+(`_plan.plan_conversations`: records → batches of NewMessage per conversation, counting what it
+leaves out) and the importer (`migrate`, here: batches → AppendMessages through
+AsyncMemoryClient); what they count goes into one `MigrationReport` (`_report`). Every
 message keeps its legacy id, so the server skips what it already has: a re-run inserts nothing,
 and the client may retry UNAVAILABLE. One AppendMessages call is one transaction, so a refused
 batch writes nothing; it fails its conversation only, and the others go on.
@@ -17,33 +18,24 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from itertools import groupby
+from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.client import AsyncMemoryClient
 from memory_client.errors import MemoryClientError
 from memory_client.graphrag import _legacy
-from memory_client.graphrag._legacy import LegacyConversation, LegacyDataError, LegacyMessage
-from memory_client.v1 import memory_pb2 as pb
+from memory_client.graphrag._legacy import LegacyDataError
+from memory_client.graphrag._plan import DEFAULT_BATCH_SIZE, ConversationPlan, plan_conversations
+from memory_client.graphrag._report import EXIT_USAGE, MigrationReport, summary
 
 __all__ = ["LegacyDataError", "MigrationReport", "cli", "migrate", "plan_conversations", "summary"]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
-DEFAULT_BATCH_SIZE = 500
 DEFAULT_TIMEOUT_S = 60.0
-# Under gRPC's default 4 MiB limit on a received message, with room for the request's other
-# fields (a server may keep the default even though ours raises it).
-MAX_BATCH_BYTES = 4_000_000
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 5
 
-# In GraphRAG "system" is the assistant's reply, not a system prompt.
-_ROLES = {"user": pb.ROLE_USER, "system": pb.ROLE_ASSISTANT, "assistant": pb.ROLE_ASSISTANT}
 # Every later call would meet these too: stop, rather than fail each conversation in turn.
 _FATAL = {
     grpc.StatusCode.UNAVAILABLE,
@@ -51,179 +43,13 @@ _FATAL = {
     grpc.StatusCode.PERMISSION_DENIED,
     grpc.StatusCode.UNIMPLEMENTED,
 }
-_EARLIEST = datetime.min.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class Failure:
-    username: str
-    conversation_id: str
-    name: str
-    reason: str
-
-
-@dataclass
-class MigrationReport:
-    """What a run did (with dry_run: would send). Each message row is counted once."""
-
-    sqlite: str
-    graphname: str
-    dry_run: bool = False
-    conversations_seen: int = 0  # not soft-deleted
-    conversations_planned: int = 0  # with messages to send
-    conversations_imported: int = 0  # at least one message inserted
-    conversations_already_present: int = 0  # every message was already there
-    conversations_failed: int = 0
-    conversations_without_messages: int = 0  # nothing importable, so not created
-    conversations_deleted: int = 0  # soft-deleted, skipped
-    messages_planned: int = 0
-    batches_planned: int = 0
-    messages_inserted: int = 0
-    messages_skipped: int = 0  # already present
-    messages_orphaned: int = 0  # their conversation is missing or soft-deleted
-    messages_empty: int = 0
-    messages_unsupported_role: int = 0
-    messages_deleted: int = 0  # soft-deleted, skipped
-    messages_duplicate: int = 0  # a repeated message_id (old schemas had no unique index)
-    messages_id_generated: int = 0  # no message_id: given "chat-history-<row id>"
-    parents_cleared: int = 0  # parent_id naming no earlier imported message of the conversation
-    failures: list[Failure] = field(default_factory=list)
-    aborted: str = ""  # why the run stopped early, if it did
-    unreachable: bool = False
-
-    @property
-    def exit_code(self) -> int:
-        if self.unreachable:
-            return EXIT_UNAVAILABLE
-        return EXIT_FAILED if self.aborted or self.failures else EXIT_OK
-
-
-@dataclass(frozen=True)
-class ConversationPlan:
-    conversation: LegacyConversation
-    batches: list[list[pb.NewMessage]]
-    problems: list[str]  # when not empty, nothing is sent for the conversation
-
-
-def plan_conversations(
-    conversations: Iterable[LegacyConversation],
-    messages: Iterable[LegacyMessage],
-    report: MigrationReport,
-    *,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    max_batch_bytes: int = MAX_BATCH_BYTES,
-) -> Iterator[ConversationPlan]:
-    """One plan per live conversation; what is left out is counted into `report`. `messages`
-    must be grouped by conversation_id, as `read_messages` yields them."""
-    live: dict[str, LegacyConversation] = {}
-    for conversation in conversations:
-        if conversation.deleted:
-            report.conversations_deleted += 1
-        else:
-            live[conversation.conversation_id] = conversation
-    report.conversations_seen = len(live)
-    done: set[str] = set()
-    for conversation_id, group in groupby(messages, key=lambda m: m.conversation_id):
-        if conversation_id in done:
-            raise ValueError(f"messages of {conversation_id!r} are not grouped together")
-        done.add(conversation_id)
-        rows = list(group)
-        owner = live.get(conversation_id)
-        if owner is None:
-            report.messages_deleted += sum(m.deleted for m in rows)
-            report.messages_orphaned += sum(not m.deleted for m in rows)
-        else:
-            yield _plan(owner, rows, report, batch_size, max_batch_bytes)
-    yield from (ConversationPlan(c, [], []) for i, c in live.items() if i not in done)
-
-
-def _plan(
-    conversation: LegacyConversation,
-    rows: list[LegacyMessage],
-    report: MigrationReport,
-    batch_size: int,
-    max_batch_bytes: int,
-) -> ConversationPlan:
-    # message_id → (its first row, which gives its time and place; its newest row, which gives
-    # the rest: old chat-history versions recorded feedback by writing the message again)
-    kept: dict[str, tuple[LegacyMessage, LegacyMessage]] = {}
-    problems: list[str] = []
-    for row in rows:
-        if row.deleted:
-            report.messages_deleted += 1
-        elif not row.content.strip():
-            report.messages_empty += 1
-        elif row.role.strip().lower() not in _ROLES:
-            report.messages_unsupported_role += 1
-        else:
-            message_id = row.message_id
-            if not message_id:
-                message_id = f"chat-history-{row.row_id}"
-                report.messages_id_generated += 1
-            problems.extend(f"message {message_id}: {p}" for p in row.problems)
-            if message_id in kept:
-                report.messages_duplicate += 1
-            kept[message_id] = (kept.get(message_id, (row, row))[0], row)
-    if problems:
-        return ConversationPlan(conversation, [], problems)
-    ordered = sorted(
-        kept.items(), key=lambda kv: (kv[1][0].created_at or _EARLIEST, kv[1][0].row_id)
-    )
-    known: set[str] = set()
-    planned: list[pb.NewMessage] = []
-    for message_id, (first, newest) in ordered:
-        parent_id = newest.parent_id
-        if parent_id and parent_id not in known:
-            # The server refuses a parent it has not stored in this conversation; one that was
-            # deleted, empty or elsewhere is not worth failing the conversation for.
-            report.parents_cleared += 1
-            parent_id = ""
-        known.add(message_id)
-        assert first.created_at is not None  # a row without one has a problem
-        stamp = Timestamp()
-        stamp.FromDatetime(first.created_at)
-        planned.append(
-            pb.NewMessage(
-                message_id=message_id,
-                role=_ROLES[newest.role.strip().lower()],
-                content=newest.content,
-                model=newest.model,
-                parent_id=parent_id,
-                response_time_seconds=newest.response_time_seconds,
-                feedback=pb.Feedback.ValueType(newest.feedback),
-                comment=newest.comment,
-                created_at=stamp,
-            )
-        )
-    return ConversationPlan(conversation, _batches(planned, batch_size, max_batch_bytes), [])
-
-
-def _batches(
-    messages: list[pb.NewMessage], batch_size: int, max_bytes: int
-) -> list[list[pb.NewMessage]]:
-    batches: list[list[pb.NewMessage]] = []
-    size = 0
-    for message in messages:
-        n = message.ByteSize() + 8  # with the repeated field's tag and length
-        if not batches or len(batches[-1]) >= batch_size or size + n > max_bytes:
-            batches.append([])
-            size = 0
-        batches[-1].append(message)
-        size += n
-    return batches
-
-
-def _fail(report: MigrationReport, conversation: LegacyConversation, reason: str) -> None:
-    report.conversations_failed += 1
-    c = conversation
-    report.failures.append(Failure(c.user_id, c.conversation_id, c.name, reason))
 
 
 def _count_plan(report: MigrationReport, plan: ConversationPlan) -> bool:
     """Records the plan; True when it has something to send."""
     if plan.problems:
         more = f" (and {len(plan.problems) - 3} more)" if len(plan.problems) > 3 else ""
-        _fail(report, plan.conversation, "; ".join(plan.problems[:3]) + more)
+        report.fail(plan.conversation, "; ".join(plan.problems[:3]) + more)
     elif not plan.batches:
         report.conversations_without_messages += 1
     else:
@@ -258,7 +84,7 @@ async def _import(
     if report.aborted:
         return  # unfinished rather than refused: the next run completes it
     if error:
-        _fail(report, c, error)
+        report.fail(c, error)
     elif inserted:
         report.conversations_imported += 1
     else:
@@ -303,43 +129,6 @@ async def migrate(
         if client is not None:
             await client.close()
         conn.close()
-
-
-def summary(report: MigrationReport) -> str:
-    """The short human summary the command prints."""
-    r = report
-    if r.dry_run:
-        done = f"{r.conversations_planned} to import"
-        sent = f"{r.messages_planned} to send in {r.batches_planned} batches"
-    else:
-        done = f"{r.conversations_imported} imported, {r.conversations_already_present} already"
-        done += " present"
-        sent = f"{r.messages_inserted} inserted, {r.messages_skipped} skipped (already present)"
-    lines = [
-        f"chat-history {r.sqlite} -> graph {r.graphname}{' (dry run)' if r.dry_run else ''}",
-        f"conversations: {r.conversations_seen} seen, {done}, {r.conversations_failed} failed, "
-        f"{r.conversations_without_messages} without messages; "
-        f"{r.conversations_deleted} soft-deleted, skipped",
-        f"messages: {sent}, {r.messages_orphaned} orphaned, {r.messages_empty} empty, "
-        f"{r.messages_unsupported_role} unsupported_role; "
-        f"{r.messages_deleted} soft-deleted, skipped",
-    ]
-    if r.messages_duplicate or r.messages_id_generated or r.parents_cleared:
-        lines.append(
-            f"adjusted: {r.messages_duplicate} repeated message ids merged, "
-            f"{r.messages_id_generated} ids generated, {r.parents_cleared} parent ids cleared"
-        )
-    lines += [
-        f"failed: user {f.username!r} conversation {f.conversation_id} ({f.name!r}): "
-        + " ".join(f.reason.split())
-        for f in r.failures
-    ]
-    if r.aborted:
-        lines.append(
-            f"aborted: {r.aborted}; the counts cover what was read until then. Run again: "
-            "messages already imported are skipped"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -20,11 +20,11 @@ from memory_server.store.facts._sql import (
     fact_uuid,
     live_facts,
     optional_id,
-    version,
+    read_version,
 )
 from memory_server.store.rows import row_reader
 
-_history_event = row_reader(HistoryEvent, version_id=optional_id)
+_read_history_event = row_reader(HistoryEvent, version_id=optional_id)
 
 
 class FactReads:
@@ -47,7 +47,7 @@ class FactReads:
             as_of.valid_time,
             as_of.transaction_time,
         )
-        return [version(r) for r in rows]
+        return [read_version(r) for r in rows]
 
     async def standing(self, scope: Scope, limit: int) -> list[FactVersion]:
         """Live standing instructions, newest first."""
@@ -59,7 +59,7 @@ class FactReads:
             scope.graphname,
             limit,
         )
-        return [version(r) for r in rows]
+        return [read_version(r) for r in rows]
 
     async def lexical(
         self, scope: Scope, query: str, k: int, as_of: AsOf
@@ -134,31 +134,35 @@ class FactReads:
             limit,
             offset,
         )
-        return [version(r) for r in rows]
+        return [read_version(r) for r in rows]
 
     async def fact_versions(self, scope: Scope, fact_id: str) -> list[FactVersion]:
-        rows = await self._pool.fetch(
+        rows = await self._rows_of_fact(
             f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
                 WHERE v.scope_id = {SCOPE_ID} AND v.fact_id = $3
                 ORDER BY v.recorded_at, v.valid_from, v.id""",
-            scope.username,
-            scope.graphname,
-            fact_uuid("fact_id", fact_id),
+            scope,
+            fact_id,
         )
-        if not rows:
-            raise NotFound(f"fact_id: no fact {fact_id!r}")
-        return [version(r) for r in rows]
+        return [read_version(r) for r in rows]
 
     async def history(self, scope: Scope, fact_id: str) -> list[HistoryEvent]:
-        rows = await self._pool.fetch(
+        rows = await self._rows_of_fact(
             f"""SELECT h.event, h.at, h.version_id, h.conversation_id, h.message_id,
                        h.extractor, h.detail
                 FROM fact_history h WHERE h.scope_id = {SCOPE_ID} AND h.fact_id = $3
                 ORDER BY h.id""",
-            scope.username,
-            scope.graphname,
-            fact_uuid("fact_id", fact_id),
+            scope,
+            fact_id,
+        )
+        return [_read_history_event(r) for r in rows]
+
+    async def _rows_of_fact(self, sql: str, scope: Scope, fact_id: str) -> list[asyncpg.Record]:
+        """What `sql` answers for the scope ($1, $2) and one of its facts ($3); NotFound when
+        nothing (an id of another scope included)."""
+        rows: list[asyncpg.Record] = await self._pool.fetch(
+            sql, scope.username, scope.graphname, fact_uuid("fact_id", fact_id)
         )
         if not rows:
             raise NotFound(f"fact_id: no fact {fact_id!r}")
-        return [_history_event(r) for r in rows]
+        return rows

@@ -31,7 +31,7 @@ class OutboxItem:
     attempts: int
 
 
-_outbox_item = row_reader(OutboxItem, version_id=optional_id)
+_read_outbox_item = row_reader(OutboxItem, version_id=optional_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +124,7 @@ class VectorOutbox:
                    ORDER BY c.id""",
                 limit,
             )
-            yield OutboxBatch(conn, [_outbox_item(r) for r in rows])
+            yield OutboxBatch(conn, [_read_outbox_item(r) for r in rows])
 
     async def outbox_status(self) -> tuple[int, float]:
         """(pending rows, age in seconds of the oldest)."""

@@ -31,7 +31,7 @@ def optional_id(value: uuid.UUID | None) -> str:
     return str(value or "")
 
 
-version = row_reader(FactVersion, version_id=str, fact_id=str, kind=FactKind)
+read_version = row_reader(FactVersion, version_id=str, fact_id=str, kind=FactKind)
 """A FactVersion from a row of VERSION_COLUMNS."""
 
 

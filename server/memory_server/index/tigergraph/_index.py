@@ -7,15 +7,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_client.schema_names import (
-    MEMORY_VECTOR_ATTRIBUTE,
-    MEMORY_VERTEX,
-    Q_COUNT_SCOPE,
-    Q_DELETE_IDS,
-    Q_PURGE_SCOPE,
-    Q_SEARCH,
-    Q_VECTORS,
-)
+from memory_client import schema_names as names
+from memory_client.schema_names import MEMORY_VECTOR_ATTRIBUTE, MEMORY_VERTEX
 from memory_server.index.tigergraph._client import (
     Client,
     ConnArgs,
@@ -113,10 +106,10 @@ class TigerGraphIndex:
     async def delete(self, version_ids: Sequence[str]) -> None:
         for start in range(0, len(version_ids), self._batch):
             ids = list(dict.fromkeys(version_ids[start : start + self._batch]))
-            await self._client.query(Q_DELETE_IDS, {"ids": ids})
+            await self._client.query(names.Q_DELETE_IDS, {"ids": ids})
 
     async def purge_scope(self, scope_hash: str) -> None:
-        await self._client.query(Q_PURGE_SCOPE, {"scope": scope_hash})
+        await self._client.query(names.Q_PURGE_SCOPE, {"scope": scope_hash})
 
     async def search(
         self, scope_hash: str, vector: Sequence[float], k: int, as_of: AsOf
@@ -125,7 +118,7 @@ class TigerGraphIndex:
             return []
         now = _now_micros()
         res = await self._client.query(
-            Q_SEARCH,
+            names.Q_SEARCH,
             {
                 "scope": scope_hash,
                 "qv": [float(x) for x in vector],
@@ -142,14 +135,14 @@ class TigerGraphIndex:
         return hits[:k]
 
     async def count(self, scope_hash: str) -> int:
-        res = await self._client.query(Q_COUNT_SCOPE, {"scope": scope_hash})
+        res = await self._client.query(names.Q_COUNT_SCOPE, {"scope": scope_hash})
         return int(printed(res, "n"))
 
     async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         for start in range(0, len(version_ids), self._batch):
             ids = list(dict.fromkeys(version_ids[start : start + self._batch]))
-            res = await self._client.query(Q_VECTORS, {"ids": ids})
+            res = await self._client.query(names.Q_VECTORS, {"ids": ids})
             for v in printed(res, "s"):
                 vec = v.get("attributes", {}).get(MEMORY_VECTOR_ATTRIBUTE)
                 if vec is not None:

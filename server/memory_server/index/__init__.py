@@ -1,1 +1,2 @@
-"""VectorIndex backends: the embedded one in PostgreSQL (pgvector); TigerGraph comes later."""
+"""VectorIndex backends: the embedded one in PostgreSQL (pgvector.py) and TigerGraph
+(tigergraph/)."""

@@ -3,6 +3,15 @@
 Files `migrations/NNNN_name.sql` run in order, each in its own transaction, under an advisory
 lock so that several servers starting on one database apply each version once. An applied
 file whose text changed is an error: history is fixed once shipped.
+
+The checksum covers the whole file, comments too, so a shipped file is never edited, not even
+to tidy it. A later change to a PL/pgSQL function therefore states the function again, whole:
+CREATE OR REPLACE FUNCTION takes only a complete body. That is why 0003_several_servers.sql
+repeats memory_append_message from 0001_conversations.sql with one line added (the scope lock
+taken first). Renaming 0001's function and wrapping it would have kept one body, at the price
+of two functions to read for one; either way 0001 and 0003 stay as they are. For the same
+reason their comments may name code that has moved since: 0003's `store/facts.py
+claim_outbox` is store/facts/_outbox.py now.
 """
 
 from __future__ import annotations

@@ -1,0 +1,41 @@
+"""PostgreSQL adapter for long-term facts: bitemporal versions, history and the vector outbox.
+
+Every fact change writes its version rows, its history rows and its outbox rows in one
+transaction, so the vector index can always be brought to exactly what PostgreSQL says.
+
+  _sql      the belief predicate and the other pieces every statement shares
+  _reads    live facts, versions believed as of a time, lexical matches, a fact's history
+  _writes   applying reconciliation, recall bookkeeping, retention, erasure of a scope
+  _writer   the statements of one change: versions, history rows, outbox rows
+  _outbox   claiming outbox rows for the vector index; the embedding model of record
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from memory_server.store.facts._outbox import (
+    EmbeddingModelMismatch,
+    OutboxBatch,
+    OutboxItem,
+    VectorOutbox,
+    VectorSource,
+)
+from memory_server.store.facts._reads import FactReads
+from memory_server.store.facts._writes import FactWrites
+
+
+class PostgresFactStore(FactReads, FactWrites, VectorOutbox):
+    """The domain's FactStore (memory.ports), and the outbox the vector index is fed from."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+
+__all__ = [
+    "EmbeddingModelMismatch",
+    "OutboxBatch",
+    "OutboxItem",
+    "PostgresFactStore",
+    "VectorSource",
+]

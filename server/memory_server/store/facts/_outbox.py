@@ -1,0 +1,154 @@
+"""The vector outbox, read side: claiming the rows the vector index has yet to see, with the
+current state of their versions, and the embedding model the stored vectors were made with.
+
+The rows themselves are written by each fact change, in its own transaction (FactWriter); the
+outbox actor (memory_server.outbox) sends what it claims here and marks it done or retried in
+the claiming transaction. Migration 0003 calls this `store/facts.py claim_outbox`: it was one
+module then, and shipped migrations are never edited (store/schema.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from memory_server.store.facts._sql import optional_id
+from memory_server.store.rows import row_reader
+from memory_server.store.stats import outbox_stats
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    id: int
+    scope_hash: str
+    op: str  # upsert | delete | purge
+    version_id: str
+    attempts: int
+
+
+_read_outbox_item = row_reader(OutboxItem, version_id=optional_id)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSource:
+    """A version as the vector index needs it."""
+
+    version_id: str
+    scope_hash: str
+    text: str
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+
+
+class OutboxBatch:
+    """Claimed outbox rows, locked until the surrounding transaction ends."""
+
+    def __init__(self, conn: asyncpg.Connection, items: list[OutboxItem]) -> None:
+        self._conn = conn
+        self.items = items
+
+    async def sources(self) -> dict[str, VectorSource]:
+        """Current state of the versions to upsert; a version erased meanwhile is absent."""
+        ids = [uuid.UUID(i.version_id) for i in self.items if i.op == "upsert"]
+        if not ids:
+            return {}
+        rows = await self._conn.fetch(
+            """SELECT v.id, s.scope_hash, v.text, v.valid_from, v.valid_to, v.recorded_at,
+                      v.superseded_at
+               FROM fact_versions v JOIN scopes s ON s.id = v.scope_id
+               WHERE v.id = ANY($1::uuid[])""",
+            ids,
+        )
+        return {
+            str(r["id"]): VectorSource(
+                str(r["id"]),
+                r["scope_hash"],
+                r["text"],
+                r["valid_from"],
+                r["valid_to"],
+                r["recorded_at"],
+                r["superseded_at"],
+            )
+            for r in rows
+        }
+
+    async def done(self) -> None:
+        await self._conn.execute(
+            "DELETE FROM vector_outbox WHERE id = ANY($1::bigint[])", [i.id for i in self.items]
+        )
+
+    async def retry(self, error: str, delay_s: float) -> None:
+        await self._conn.execute(
+            """UPDATE vector_outbox SET attempts = attempts + 1, last_error = $2,
+                      next_attempt_at = now() + $3::interval
+               WHERE id = ANY($1::bigint[])""",
+            [i.id for i in self.items],
+            error[:500],
+            timedelta(seconds=delay_s),
+        )
+
+
+class EmbeddingModelMismatch(RuntimeError):
+    pass
+
+
+class VectorOutbox:
+    _pool: asyncpg.Pool
+
+    @asynccontextmanager
+    async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxBatch]:
+        """Claims due outbox rows for the duration of the block (FOR UPDATE SKIP LOCKED).
+
+        A row whose version has an older row this claim did not get (another server is sending
+        it, or it waits for a retry) is left for later: the index must see a version's changes
+        in order, or a server still sending the version as it was could overwrite, say, its
+        closing sent meanwhile by another."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                """WITH claimed AS (
+                       SELECT id, scope_hash, op, version_id, attempts FROM vector_outbox
+                       WHERE next_attempt_at <= now() ORDER BY id LIMIT $1
+                       FOR UPDATE SKIP LOCKED)
+                   SELECT c.* FROM claimed c
+                   WHERE c.version_id IS NULL OR NOT EXISTS (
+                       SELECT 1 FROM vector_outbox o
+                       WHERE o.version_id = c.version_id AND o.id < c.id
+                         AND o.id NOT IN (SELECT id FROM claimed))
+                   ORDER BY c.id""",
+                limit,
+            )
+            yield OutboxBatch(conn, [_read_outbox_item(r) for r in rows])
+
+    async def outbox_status(self) -> tuple[int, float]:
+        """(pending rows, age in seconds of the oldest)."""
+        return await outbox_stats(self._pool)
+
+    async def check_embedding_model(self, model_name: str, dimension: int) -> None:
+        """Records the model on first use; a different one later is an error."""
+        row = await self._pool.fetchrow(
+            """WITH ins AS (
+                   INSERT INTO embedding_model (model_name, dimension) VALUES ($1, $2)
+                   ON CONFLICT DO NOTHING RETURNING model_name, dimension)
+               SELECT model_name, dimension FROM ins
+               UNION ALL SELECT model_name, dimension FROM embedding_model LIMIT 1""",
+            model_name,
+            dimension,
+        )
+        if row is None:
+            # Another server recorded it at the same moment: the INSERT waited for its commit,
+            # but this statement's snapshot is older. The next statement sees that row.
+            row = await self._pool.fetchrow("SELECT model_name, dimension FROM embedding_model")
+        if (row["model_name"], row["dimension"]) != (model_name, dimension):
+            raise EmbeddingModelMismatch(
+                f"the stored vectors were made with {row['model_name']} "
+                f"({row['dimension']} dimensions), not {model_name} ({dimension}); "
+                "run `python -m memory_server.admin reembed` with the new model's settings, "
+                "or configure the original model"
+            )

@@ -1,0 +1,168 @@
+"""Reading facts: the live ones, versions believed as of a time, lexical matches, and one fact's
+versions and history."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from memory_server.memory.errors import NotFound
+from memory_server.memory.facts import FactVersion, HistoryEvent, LiveFact
+from memory_server.memory.identity import Scope
+from memory_server.memory.ports import AsOf
+from memory_server.store.facts._sql import (
+    BELIEVED,
+    LIVE,
+    SCOPE_ID,
+    VERSION_COLUMNS,
+    fact_uuid,
+    live_facts,
+    optional_id,
+    read_version,
+)
+from memory_server.store.rows import row_reader
+
+_read_history_event = row_reader(HistoryEvent, version_id=optional_id)
+
+
+class FactReads:
+    _pool: asyncpg.Pool
+
+    async def live_facts(self, scope: Scope) -> list[LiveFact]:
+        return await live_facts(self._pool, scope)
+
+    async def versions(
+        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf
+    ) -> list[FactVersion]:
+        """The given versions that belong to the scope and are believed at `as_of`."""
+        rows = await self._pool.fetch(
+            f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
+                WHERE v.scope_id = {SCOPE_ID} AND v.id = ANY($3::uuid[])
+                  AND {BELIEVED.format(v="$4::timestamptz", t="$5::timestamptz")}""",
+            scope.username,
+            scope.graphname,
+            [uuid.UUID(i) for i in version_ids],
+            as_of.valid_time,
+            as_of.transaction_time,
+        )
+        return [read_version(r) for r in rows]
+
+    async def standing(self, scope: Scope, limit: int) -> list[FactVersion]:
+        """Live standing instructions, newest first."""
+        rows = await self._pool.fetch(
+            f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
+                WHERE v.scope_id = {SCOPE_ID} AND v.standing AND {LIVE}
+                ORDER BY v.recorded_at DESC, v.id LIMIT $3""",
+            scope.username,
+            scope.graphname,
+            limit,
+        )
+        return [read_version(r) for r in rows]
+
+    async def lexical(
+        self, scope: Scope, query: str, k: int, as_of: AsOf
+    ) -> list[tuple[str, float]]:
+        """Versions believed at `as_of` sharing words with the query, with the idf-weighted
+        share of the query's distinct stemmed words each contains, in (0, 1].
+
+        A word's weight is its BM25 idf, ln(1 + (N - df + 0.5) / (df + 0.5)), over the N
+        versions of the scope believed at `as_of` (df of them contain it): a word most facts
+        contain (a speaker's name) says little, a rare one much, and a query word no fact
+        contains weighs most, so a fact covering only the common part of a query scores low.
+        """
+        believed = BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")
+        rows = await self._pool.fetch(
+            f"""
+            WITH w AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words),
+            -- The OR query is built once: inside the row filter PostgreSQL would parse and
+            -- stem it again for every row of the scope (to_tsquery is only STABLE).
+            q AS MATERIALIZED (
+                SELECT words,
+                       CASE WHEN cardinality(words) > 0
+                            THEN to_tsquery('english', array_to_string(words, ' | ')) END AS tsq
+                FROM w
+            ),
+            matched AS MATERIALIZED (
+                SELECT v.id, v.recorded_at,
+                       ARRAY(SELECT w FROM unnest(q.words) w
+                             WHERE w = ANY(tsvector_to_array(v.lexemes))) AS hits
+                FROM fact_versions v, q
+                WHERE v.scope_id = {SCOPE_ID}
+                  AND v.lexemes @@ q.tsq
+                  AND {believed}
+            ),
+            n AS (
+                SELECT count(*)::float8 AS n FROM fact_versions v
+                WHERE v.scope_id = {SCOPE_ID} AND {believed}
+            ),
+            idf AS (
+                SELECT d.w, ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+                FROM (SELECT w, (SELECT count(*) FROM matched m WHERE w = ANY(m.hits)) AS df
+                      FROM q, unnest(q.words) w) d, n
+            ),
+            total AS (SELECT sum(idf) AS idf FROM idf)
+            SELECT m.id,
+                   least(1.0, (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE i.w = ANY(m.hits))
+                              / total.idf) AS coverage
+            FROM matched m, total
+            ORDER BY coverage DESC, m.recorded_at DESC
+            LIMIT $4
+            """,
+            scope.username,
+            scope.graphname,
+            query,
+            k,
+            as_of.valid_time,
+            as_of.transaction_time,
+        )
+        return [(str(r["id"]), float(r["coverage"])) for r in rows]
+
+    async def list_facts(
+        self, scope: Scope, as_of: AsOf, limit: int, offset: int
+    ) -> list[FactVersion]:
+        rows = await self._pool.fetch(
+            f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
+                WHERE v.scope_id = {SCOPE_ID}
+                  AND {BELIEVED.format(v="$3::timestamptz", t="$4::timestamptz")}
+                ORDER BY v.recorded_at DESC, v.id LIMIT $5 OFFSET $6""",
+            scope.username,
+            scope.graphname,
+            as_of.valid_time,
+            as_of.transaction_time,
+            limit,
+            offset,
+        )
+        return [read_version(r) for r in rows]
+
+    async def fact_versions(self, scope: Scope, fact_id: str) -> list[FactVersion]:
+        rows = await self._rows_of_fact(
+            f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
+                WHERE v.scope_id = {SCOPE_ID} AND v.fact_id = $3
+                ORDER BY v.recorded_at, v.valid_from, v.id""",
+            scope,
+            fact_id,
+        )
+        return [read_version(r) for r in rows]
+
+    async def history(self, scope: Scope, fact_id: str) -> list[HistoryEvent]:
+        rows = await self._rows_of_fact(
+            f"""SELECT h.event, h.at, h.version_id, h.conversation_id, h.message_id,
+                       h.extractor, h.detail
+                FROM fact_history h WHERE h.scope_id = {SCOPE_ID} AND h.fact_id = $3
+                ORDER BY h.id""",
+            scope,
+            fact_id,
+        )
+        return [_read_history_event(r) for r in rows]
+
+    async def _rows_of_fact(self, sql: str, scope: Scope, fact_id: str) -> list[asyncpg.Record]:
+        """What `sql` answers for the scope ($1, $2) and one of its facts ($3); NotFound when
+        nothing (an id of another scope included)."""
+        rows: list[asyncpg.Record] = await self._pool.fetch(
+            sql, scope.username, scope.graphname, fact_uuid("fact_id", fact_id)
+        )
+        if not rows:
+            raise NotFound(f"fact_id: no fact {fact_id!r}")
+        return rows

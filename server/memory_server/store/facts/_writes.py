@@ -1,0 +1,184 @@
+"""Changing facts: applying reconciliation decisions, recall bookkeeping, retention (expiry and
+purge) and erasure of a scope. Each change is one transaction that writes its versions, history
+and outbox rows together, under the scope's write lock where it starts from live versions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+from memory_server.memory.facts import AppliedChange, Decision, Provenance, ReconciledCandidate
+from memory_server.memory.identity import Scope
+from memory_server.memory.ports import Revise
+from memory_server.store.facts._sql import LIVE, SCOPE_ID, live_facts
+from memory_server.store.facts._writer import FactWriter
+from memory_server.store.scope_lock import lock_scope
+
+
+class FactWrites:
+    _pool: asyncpg.Pool
+
+    async def apply(
+        self,
+        scope: Scope,
+        decisions: Sequence[ReconciledCandidate],
+        provenance: Provenance,
+        *,
+        max_live: int,
+        ended: bool = True,
+        revise: Revise | None = None,
+    ) -> list[AppliedChange]:
+        """Applies reconciliation decisions in one transaction (versions, history, outbox),
+        under the scope's write lock; with `revise`, what it answers for the live facts read
+        under the lock is applied instead (see FactStore.apply).
+
+        DELETE closes the version's transaction time and, when `ended` (the fact stopped
+        being true) or the candidate announced a change, records that it ended now.
+        Past `max_live` live facts, the least recently seen are evicted (closed)."""
+        applied: list[AppliedChange] = []
+        async with self._pool.acquire() as conn, conn.transaction():
+            await lock_scope(conn, scope)
+            if revise is not None:
+                decisions = revise(await live_facts(conn, scope))
+            scope_id = await conn.fetchval(
+                """INSERT INTO scopes (username, graphname, scope_hash) VALUES ($1, $2, $3)
+                   ON CONFLICT (username, graphname) DO UPDATE SET username = EXCLUDED.username
+                   RETURNING id""",
+                scope.username,
+                scope.graphname,
+                scope.scope_hash,
+            )
+            w = FactWriter(conn, scope_id, scope.scope_hash, provenance)
+            for item in decisions:
+                candidate = item.candidate
+                if item.decision is Decision.ADD:
+                    fact_id, version_id = await w.add(candidate)
+                    applied.append(AppliedChange(Decision.ADD, fact_id, version_id))
+                elif item.decision is Decision.UPDATE:
+                    version_id = await w.update(item.target_fact_id, candidate)
+                    applied.append(AppliedChange(Decision.UPDATE, item.target_fact_id, version_id))
+                elif item.decision is Decision.DELETE:
+                    await w.delete(
+                        item.target_fact_id, ended=ended or candidate.change, event="DELETE"
+                    )
+                    applied.append(AppliedChange(Decision.DELETE, item.target_fact_id, ""))
+                else:  # NONE: already known (or, without a target, nothing to retract)
+                    if item.target_fact_id:
+                        await w.confirm(item.target_fact_id)
+                    applied.append(AppliedChange(Decision.NONE, item.target_fact_id, ""))
+            await w.evict_over(max_live)
+        return applied
+
+    async def touch(self, scope: Scope, fact_ids: Sequence[str]) -> None:
+        """Recalled into a turn: counts for retention and eviction."""
+        if not fact_ids:
+            return
+        await self._pool.execute(
+            f"""UPDATE facts SET last_seen_at = now(), recall_count = recall_count + 1
+                WHERE id = ANY($3::uuid[]) AND scope_id = {SCOPE_ID}""",
+            scope.username,
+            scope.graphname,
+            [uuid.UUID(f) for f in fact_ids],
+        )
+
+    async def stale_scopes(self, cutoff: datetime) -> list[Scope]:
+        """Scopes holding live facts not stated again or recalled since `cutoff`."""
+        rows = await self._pool.fetch(
+            f"""SELECT DISTINCT s.username, s.graphname
+                FROM facts f JOIN scopes s ON s.id = f.scope_id
+                JOIN fact_versions v ON v.fact_id = f.id AND {LIVE}
+                WHERE f.last_seen_at < $1""",
+            cutoff,
+        )
+        return [Scope(r["username"], r["graphname"]) for r in rows]
+
+    async def expire(self, scope: Scope, cutoff: datetime) -> int:
+        """Closes (transaction time) the scope's live facts unseen since `cutoff`."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            # Under the lock the facts chosen here are still live when they are closed, even
+            # if another server's retention pass or a turn got to the scope first.
+            await lock_scope(conn, scope)
+            rows = await conn.fetch(
+                f"""SELECT f.id, f.scope_id, s.scope_hash FROM facts f
+                    JOIN scopes s ON s.id = f.scope_id
+                    JOIN fact_versions v ON v.fact_id = f.id AND {LIVE}
+                    WHERE s.username = $1 AND s.graphname = $2 AND f.last_seen_at < $3""",
+                scope.username,
+                scope.graphname,
+                cutoff,
+            )
+            for row in rows:
+                writer = FactWriter(
+                    conn, row["scope_id"], row["scope_hash"], Provenance(extractor="retention")
+                )
+                await writer.delete(str(row["id"]), ended=False, event="EXPIRE")
+        return len(rows)
+
+    async def purge_expired(self, cutoff: datetime) -> int:
+        """Erases facts that expired before `cutoff` (versions, history, vectors).
+
+        No scope lock: a fact without a live version is past every other write's reach (they
+        all start from a live version), so this races with nothing but ForgetScope, and two
+        erasures of one row only wait for each other."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                f"""SELECT f.id FROM facts f
+                    WHERE NOT EXISTS (SELECT 1 FROM fact_versions v
+                                      WHERE v.fact_id = f.id AND {LIVE})
+                      AND (SELECT h.event FROM fact_history h WHERE h.fact_id = f.id
+                           ORDER BY h.id DESC LIMIT 1) = 'EXPIRE'
+                      AND (SELECT max(h.at) FROM fact_history h WHERE h.fact_id = f.id)
+                          < $1""",
+                cutoff,
+            )
+            ids = [r["id"] for r in rows]
+            if not ids:
+                return 0
+            await conn.execute(
+                """INSERT INTO vector_outbox (scope_hash, op, version_id)
+                   SELECT s.scope_hash, 'delete', v.id FROM fact_versions v
+                   JOIN scopes s ON s.id = v.scope_id WHERE v.fact_id = ANY($1::uuid[])""",
+                ids,
+            )
+            await conn.execute("DELETE FROM fact_history WHERE fact_id = ANY($1::uuid[])", ids)
+            await conn.execute("DELETE FROM facts WHERE id = ANY($1::uuid[])", ids)
+        return len(ids)
+
+    async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]:
+        """Erasure: removes facts, versions, history and outbox rows of the scope (and its
+        conversations, messages and summaries if asked), and queues a purge of its vectors."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            # Any write of the scope on another server is then wholly before the erasure or
+            # wholly after it (and starts the scope afresh).
+            await lock_scope(conn, scope)
+            scope_id = await conn.fetchval(
+                "SELECT id FROM scopes WHERE username = $1 AND graphname = $2 FOR UPDATE",
+                scope.username,
+                scope.graphname,
+            )
+            if scope_id is None:
+                return {"facts": 0, "versions": 0, "messages": 0}
+            versions = await conn.fetchval(
+                "SELECT count(*) FROM fact_versions WHERE scope_id = $1", scope_id
+            )
+            facts = await conn.execute("DELETE FROM facts WHERE scope_id = $1", scope_id)
+            await conn.execute("DELETE FROM fact_history WHERE scope_id = $1", scope_id)
+            await conn.execute("DELETE FROM vector_outbox WHERE scope_hash = $1", scope.scope_hash)
+            await conn.execute(
+                "INSERT INTO vector_outbox (scope_hash, op) VALUES ($1, 'purge')",
+                scope.scope_hash,
+            )
+            messages = 0
+            if include_messages:
+                messages = await conn.fetchval(
+                    "SELECT count(*) FROM messages WHERE scope_id = $1", scope_id
+                )
+                await conn.execute("DELETE FROM scopes WHERE id = $1", scope_id)
+        return {"facts": _count(facts), "versions": int(versions), "messages": int(messages)}
+
+
+def _count(status: str) -> int:
+    return int(status.rsplit(" ", 1)[-1])

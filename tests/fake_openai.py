@@ -190,3 +190,59 @@ def serve_fake_embeddings() -> Iterator[FakeEmbeddings]:
     state = FakeEmbeddings()
     with _serve(state, _embeddings_handler(state)):
         yield state
+
+
+# --- any path, answers scripted one request at a time ---------------------------------------
+
+
+@dataclass
+class Answer:
+    """One scripted answer: a status, headers and body, or a connection closed unanswered."""
+
+    status: int = 200
+    body: bytes = b'{"ok": true}'
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False  # close the connection without answering
+    wait: bool = False  # answer only when released (or after 10 s)
+
+
+@dataclass
+class FakeScripted:
+    """Answers request n with `answers[n]` (the last one again once they run out)."""
+
+    answers: list[Answer] = field(default_factory=lambda: [Answer()])
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+    port: int = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+def _scripted_handler(state: FakeScripted) -> type[BaseHTTPRequestHandler]:
+    class Handler(_JsonHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": raw})
+            answer = state.answers[min(len(state.requests), len(state.answers)) - 1]
+            if answer.wait:
+                state.release.wait(10)
+            if answer.drop:
+                self.close_connection = True
+                return
+            self.send_response(answer.status)
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(answer.body)))
+            self.end_headers()
+            self.wfile.write(answer.body)
+
+    return Handler
+
+
+@contextmanager
+def serve_scripted(*answers: Answer) -> Iterator[FakeScripted]:
+    state = FakeScripted(list(answers) or [Answer()])
+    with _serve(state, _scripted_handler(state)):
+        yield state

@@ -53,14 +53,12 @@ same slot (see reconcile), since on its own it also starts brand-new instruction
 
 from __future__ import annotations
 
-import functools
 import re
-from collections import Counter
-from collections.abc import Sequence
 
 from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
-from memory_server.memory.reconcile import normalise, same_slot, shape_of
+from memory_server.memory.restated import Recalled, unique
+from memory_server.memory.words import third_singular
 
 NAME = "rules-v1"
 _P, _D, _G, _I, _O = (
@@ -281,11 +279,6 @@ _PRONOUNS = {
     "you're": "the assistant is", "yourself": "itself",
 }  # fmt: skip
 _PRONOUN_RE = _rx(r"\b(?:" + "|".join(re.escape(p) for p in _PRONOUNS) + r")(?![\w'])")
-_STOP = _words(
-    """i me my we our us you your the a an to of in on for and or is are am be been it its that
-    this with as at by from so please now actually really just wants want assistant user they
-    them their was were will do does did has have had there here than then also very"""
-)
 
 
 class RuleExtractor:
@@ -299,7 +292,7 @@ class RuleExtractor:
         return self.extract_sync(turn)
 
     def extract_sync(self, turn: ExtractionInput) -> list[Candidate]:
-        recalled = _Recalled(turn.recalled)
+        recalled = Recalled(turn.recalled)
         out: list[Candidate] = []
         previous: tuple[str, list[Candidate]] | None = None  # what "that's not true" is about
         for raw in _SENTENCE_RE.split(turn.user_text):
@@ -340,7 +333,7 @@ class RuleExtractor:
                     ]
                 out.extend(found)
                 previous = (clause, found)
-        return _unique(out)
+        return unique(out)
 
 
 def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
@@ -405,7 +398,8 @@ def _fallback(statement: str) -> list[tuple[str, FactKind]]:
         return [("Is " + _third_person(_clean(m["r"])), _O)]
     m = re.match(r"^I (?P<v>[a-z]+) (?P<r>.+)$", statement, re.IGNORECASE)
     if m and m["v"].lower() not in {"can't", "will", "was", "did", "do", "have", "had", "said"}:
-        return [(_sentence_case(f"{_third(m['v'].lower())} {_third_person(_clean(m['r']))}"), _O)]
+        verb, rest = third_singular(m["v"].lower()), _third_person(_clean(m["r"]))
+        return [(_sentence_case(f"{verb} {rest}"), _O)]
     if m := re.match(r"^my (?P<t>.+?) (?P<be>is|are) (?P<r>.+)$", statement, re.IGNORECASE):
         return [(_sentence_case(f"{m['t']} {m['be']} {_third_person(_clean(m['r']))}"), _O)]
     return []
@@ -455,92 +449,11 @@ def _swap(m: re.Match[str]) -> str:
 def _third_person(text: str) -> str:
     text = _PRONOUN_RE.sub(_swap, text)
     # "when you use tables" → "when the assistant uses tables"
-    return re.sub(rf"\bthe assistant ({_VERBS})\b", lambda m: "the assistant " + _third(m[1]), text)
-
-
-def _third(verb: str) -> str:
-    irregular = {"have": "has", "be": "is", "do": "does", "go": "goes"}
-    if verb in irregular:
-        return irregular[verb]
-    if re.search(r"(?:s|sh|ch|x|z|o)$", verb):
-        return verb + "es"
-    if re.search(r"[^aeiou]y$", verb):
-        return verb[:-1] + "ies"
-    return verb + "s"
+    return re.sub(
+        rf"\bthe assistant ({_VERBS})\b", lambda m: "the assistant " + third_singular(m[1]), text
+    )
 
 
 def _sentence_case(text: str) -> str:
     text = re.sub(r"\s+", " ", text).strip()
     return text[:1].upper() + text[1:]
-
-
-@functools.lru_cache(maxsize=16384)
-def _content(text: str) -> frozenset[str]:
-    """Content words, lightly stemmed; negations kept, so "don't like" differs from "like".
-    Cached: the same live facts come back as `recalled` on every turn of a scope."""
-    words: set[str] = set()
-    for token in normalise(text).split():
-        word = token
-        if word.endswith("n't"):
-            words.add("not")
-            word = word[:-3]
-        word = word.removesuffix("'s")
-        if word in _STOP:
-            continue
-        if len(word) > 4 and word.endswith("ies"):
-            word = word[:-3] + "y"
-        elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-            word = word[:-1]
-        for suffix in ("ing", "ed"):
-            if len(word) > len(suffix) + 3 and word.endswith(suffix):
-                word = word[: -len(suffix)]
-                word = word[:-1] if len(word) > 2 and word[-1] == word[-2] else word
-        words.add(word[:-1] if len(word) > 4 and word.endswith("e") else word)
-    return frozenset(words)
-
-
-_shape = functools.lru_cache(maxsize=16384)(shape_of)
-_key = functools.lru_cache(maxsize=16384)(normalise)
-
-
-class _Recalled:
-    """The turn's recalled texts, indexed on first use: most turns state no fact at all, and
-    a scope may have a thousand live facts."""
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self._texts = [t for t in texts if t.strip()]
-        self._keys: set[str] | None = None
-        self._postings: dict[str, list[int]] = {}
-
-    def repeats(self, text: str) -> bool:
-        """True when `text` is a recalled text again: the same words, or >= 80 % of its
-        content words in one recalled text."""
-        if not self._texts:
-            return False
-        if self._keys is None:
-            self._keys = {_key(t) for t in self._texts}
-            for i, t in enumerate(self._texts):
-                for word in _content(t):
-                    self._postings.setdefault(word, []).append(i)
-        if normalise(text) in self._keys:
-            return True
-        mine = _content(text)
-        hits = Counter(i for word in mine for i in self._postings.get(word, ()))
-        return bool(mine) and any(n >= 0.8 * len(mine) for n in hits.values())
-
-    def same_slot(self, text: str, lasting: bool) -> bool:
-        """Whether "from now on" marks a change: only when recall showed a fact on that slot."""
-        if not lasting:
-            return False
-        shape = _shape(text)
-        return any(same_slot(shape, _shape(t)) for t in self._texts)
-
-
-def _unique(candidates: Sequence[Candidate]) -> list[Candidate]:
-    seen: set[tuple[str, bool]] = set()
-    out: list[Candidate] = []
-    for c in candidates:
-        if (key := (normalise(c.text), c.retraction)) not in seen:
-            seen.add(key)
-            out.append(c)
-    return out

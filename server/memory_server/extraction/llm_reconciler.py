@@ -23,12 +23,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
-from memory_server.extraction.llm_client import AsyncChatClient, ChatError, clip, most_related
+from memory_server.extraction.prompt_facts import clip, most_related
+from memory_server.lifecycle import Lifecycle
+from memory_server.memory.errors import MemoryServiceError
 from memory_server.memory.facts import Candidate, Decision, LiveFact, ReconciledCandidate
 from memory_server.memory.ports import Reconciler
+from memory_server.openai_http import ChatClient
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class _Invalid(Exception):
     """The reply cannot be used. The message is ours and holds no user text."""
 
 
-class LLMReconciler:
+class LLMReconciler(Lifecycle):
     """Reconciles with `POST {base_url}/chat/completions`; falls back on any failure."""
 
     def __init__(
@@ -73,7 +75,7 @@ class LLMReconciler:
     ) -> None:
         if max_live < 1 or max_text_chars < 16:
             raise ValueError("need max_live >= 1 and max_text_chars >= 16")
-        self._client = AsyncChatClient(base_url, model, api_key, timeout_s)
+        self._chat = ChatClient(base_url, model, api_key, timeout_s)
         self._fallback = fallback
         self._max_live = max_live
         self._max_text_chars = max_text_chars
@@ -81,22 +83,15 @@ class LLMReconciler:
 
     @property
     def name(self) -> str:
-        return f"llm:{self._client.model}"
+        return f"llm:{self._chat.model}"
+
+    async def start(self) -> None:
+        """Open the HTTP client (idempotent); the first call opens it otherwise."""
+        await self._chat.start()
 
     async def close(self) -> None:
         """Close the HTTP client (idempotent)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> LLMReconciler:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        await self._chat.close()
 
     async def reconcile(
         self,
@@ -112,20 +107,19 @@ class LLMReconciler:
             return await self._fallback.reconcile(candidates, live, live_vectors=live_vectors)
         shown = self.shown_facts(candidates, live)
         try:
-            reply = await self._client.complete(
+            reply = await self._chat.complete(
                 self.messages(candidates, shown),
                 json_mode=self._json_mode,
                 max_tokens=min(4096, 64 + 48 * len(candidates)),
             )
             return _decisions(reply, candidates, shown)
-        except (ChatError, _Invalid) as exc:
+        except (MemoryServiceError, _Invalid) as exc:
             reason = str(exc)
         except Exception as exc:  # never let a model's reply break learning
             reason = type(exc).__name__
         logger.warning(
-            "reconciler %s failed at %s (%s); the fallback decides %d candidate(s)",
+            "reconciler %s failed (%s); the fallback decides %d candidate(s)",
             self.name,
-            self._client.url,
             reason,
             len(candidates),
         )

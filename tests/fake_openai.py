@@ -11,25 +11,31 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 
 @dataclass
-class FakeLLM:
-    """What the fake endpoint answers and what it was asked."""
+class _Loopback:
+    """A fake endpoint's port, what it was asked, and the event that ends its waits."""
 
-    mode: str = "ok"  # ok | status500 | garbage | empty | slow | drip
-    reply: str = "The user is porting a billing engine to Postgres."
     requests: list[dict[str, Any]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
     port: int = 0
-    # Optional: the reply content for a request body (overrides `reply`), for endpoints that
-    # serve several callers, e.g. the summarizer, the extractor and the reconciler.
-    responder: Callable[[dict[str, Any]], str] | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+
+@dataclass
+class FakeLLM(_Loopback):
+    """What the fake endpoint answers and what it was asked."""
+
+    mode: str = "ok"  # ok | status500 | garbage | empty | slow | drip
+    reply: str = "The user is porting a billing engine to Postgres."
+    # Optional: the reply content for a request body (overrides `reply`), for endpoints that
+    # serve several callers, e.g. the summarizer, the extractor and the reconciler.
+    responder: Callable[[dict[str, Any]], str] | None = None
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -51,12 +57,7 @@ class _JsonHandler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-class _Fake(Protocol):
-    port: int
-    release: threading.Event
-
-
-_F = TypeVar("_F", bound=_Fake)
+_F = TypeVar("_F", bound=_Loopback)
 
 
 @contextmanager
@@ -136,16 +137,9 @@ def fake_vector(text: str, dimension: int = 4) -> list[float]:
 
 
 @dataclass
-class FakeEmbeddings:
+class FakeEmbeddings(_Loopback):
     mode: str = "ok"  # ok | status500 | status429 | status401 | wrongdim | slow
     dimension: int = 6
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-    port: int = 0
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
 
 def raw_vector(text: str, dimension: int) -> list[float]:
@@ -207,17 +201,10 @@ class Answer:
 
 
 @dataclass
-class FakeScripted:
+class FakeScripted(_Loopback):
     """Answers request n with `answers[n]` (the last one again once they run out)."""
 
     answers: list[Answer] = field(default_factory=lambda: [Answer()])
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-    port: int = 0
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
 
 def _scripted_handler(state: FakeScripted) -> type[BaseHTTPRequestHandler]:
@@ -243,6 +230,6 @@ def _scripted_handler(state: FakeScripted) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def serve_scripted(*answers: Answer) -> Iterator[FakeScripted]:
-    state = FakeScripted(list(answers) or [Answer()])
+    state = FakeScripted(answers=list(answers) or [Answer()])
     with _serve(state, _scripted_handler(state)):
         yield state

@@ -216,8 +216,8 @@ async def test_close_is_idempotent_and_a_later_call_reopens() -> None:
 async def test_chat_client_returns_the_content() -> None:
     completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": " Hi "}}]}
     with serve_scripted(Answer(200, json.dumps(completion).encode())) as fake:
-        async with ChatClient(fake.base_url, "m", None, 5.0) as chat:
-            reply = await chat.complete([{"role": "user", "content": "hello"}], max_tokens=8)
+        async with ChatClient(fake.base_url, None, 5.0) as chat:
+            reply = await chat.complete("m", [{"role": "user", "content": "hello"}], max_tokens=8)
             assert chat.completions_url == fake.base_url + "/chat/completions"
     assert reply == "Hi"
     body = json.loads(fake.requests[0]["body"])
@@ -239,9 +239,9 @@ async def test_chat_client_returns_the_content() -> None:
 )
 async def test_chat_client_without_content(completion: dict[str, Any], reason: str) -> None:
     with serve_scripted(Answer(200, json.dumps(completion).encode())) as fake:
-        async with ChatClient(fake.base_url, "m", None, 5.0) as chat:
+        async with ChatClient(fake.base_url, None, 5.0) as chat:
             with pytest.raises(EndpointError, match=reason):
-                await chat.complete([{"role": "user", "content": "hi"}], max_tokens=8)
+                await chat.complete("m", [{"role": "user", "content": "hi"}], max_tokens=8)
 
 
 def test_the_policy_checks_its_bounds() -> None:

@@ -75,7 +75,8 @@ class LLMReconciler(Lifecycle):
     ) -> None:
         if max_live < 1 or max_text_chars < 16:
             raise ValueError("need max_live >= 1 and max_text_chars >= 16")
-        self._chat = ChatClient(base_url, model, api_key, timeout_s)
+        self._chat = ChatClient(base_url, api_key, timeout_s)
+        self._model = model
         self._fallback = fallback
         self._max_live = max_live
         self._max_text_chars = max_text_chars
@@ -83,14 +84,10 @@ class LLMReconciler(Lifecycle):
 
     @property
     def name(self) -> str:
-        return f"llm:{self._chat.model}"
-
-    async def start(self) -> None:
-        """Open the HTTP client (idempotent); the first call opens it otherwise."""
-        await self._chat.start()
+        return f"llm:{self._model}"
 
     async def close(self) -> None:
-        """Close the HTTP client (idempotent)."""
+        """Close the HTTP client (idempotent); the first call opened it."""
         await self._chat.close()
 
     async def reconcile(
@@ -108,6 +105,7 @@ class LLMReconciler(Lifecycle):
         shown = self.shown_facts(candidates, live)
         try:
             reply = await self._chat.complete(
+                self._model,
                 self.messages(candidates, shown),
                 json_mode=self._json_mode,
                 max_tokens=min(4096, 64 + 48 * len(candidates)),

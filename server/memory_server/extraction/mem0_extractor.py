@@ -81,7 +81,8 @@ class Mem0Extractor(Lifecycle):
         max_input_chars: int = 12000,
         max_shown_recalled: int = 10,
     ) -> None:
-        self._chat = ChatClient(base_url, model, api_key, timeout_s)
+        self._chat = ChatClient(base_url, api_key, timeout_s)
+        self._model = model
         self._embedder = embedder
         self._timeout_s = timeout_s
         self._json_mode = json_mode
@@ -92,7 +93,7 @@ class Mem0Extractor(Lifecycle):
 
     @property
     def name(self) -> str:
-        return f"mem0:{self._chat.model}"
+        return f"mem0:{self._model}"
 
     async def start(self) -> None:
         """Import mem0 now, in a worker thread (about a second; otherwise the first `extract`
@@ -139,7 +140,7 @@ class Mem0Extractor(Lifecycle):
             return self._ask(loop, deadline, chat, json_mode)
 
         store = mem0.store_class(shown)
-        llm = mem0.llm_class(ask, self._chat.model, self._json_mode, self._max_tokens)
+        llm = mem0.llm_class(ask, self._model, self._json_mode, self._max_tokens)
         embedding = mem0.embedding_class(self._embedder.dimension)
         memory = mem0.memory_class(mem0.config, llm, embedding, store, INSTRUCTIONS)
         try:
@@ -169,7 +170,7 @@ class Mem0Extractor(Lifecycle):
         if left <= 0:
             raise Unavailable(f"{self.name}: timed out after {self._timeout_s:g}s")
         call = self._chat.complete(
-            messages, max_tokens=self._max_tokens, json_mode=json_mode, budget_s=left
+            self._model, messages, max_tokens=self._max_tokens, json_mode=json_mode, budget_s=left
         )
         future = asyncio.run_coroutine_threadsafe(call, loop)
         try:

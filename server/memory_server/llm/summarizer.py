@@ -36,13 +36,14 @@ class OpenAICompatibleSummarizer(Lifecycle):
         fallback: Summarizer,
         timeout_s: float = 30.0,
     ) -> None:
-        self._chat = ChatClient(base_url, model, api_key, timeout_s)
+        self._chat = ChatClient(base_url, api_key, timeout_s)
+        self._model = model
         self._counter = counter
         self._fallback = fallback
 
     @property
     def name(self) -> str:
-        return f"llm:{self._chat.model}"
+        return f"llm:{self._model}"
 
     async def start(self) -> None:
         """Open the HTTP client (idempotent). `summarize` opens it if this was not called."""
@@ -58,9 +59,8 @@ class OpenAICompatibleSummarizer(Lifecycle):
         if not turns:
             return self._counter.truncate(previous, max_tokens)
         try:
-            text = await self._chat.complete(
-                self.messages(previous, turns, max_tokens), max_tokens=max_tokens
-            )
+            messages = self.messages(previous, turns, max_tokens)
+            text = await self._chat.complete(self._model, messages, max_tokens=max_tokens)
         except Exception as exc:  # any failure: the fallback answers
             # Our errors' texts are safe to log; a foreign one's may echo the conversation.
             reason = str(exc) if isinstance(exc, MemoryServiceError) else type(exc).__name__

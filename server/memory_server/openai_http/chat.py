@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_server.openai_http.client import EndpointError, OpenAICompatibleClient
-from memory_server.openai_http.retry import RetryPolicy
 
 
 def chat_body(
@@ -44,30 +43,23 @@ def completion_text(payload: Any, url: str) -> str:
 
 
 class ChatClient(OpenAICompatibleClient):
-    """One model behind an OpenAI-compatible base URL."""
+    """Chat completions from an OpenAI-compatible base URL; the model is named per call, as
+    in the protocol."""
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None,
-        timeout_s: float,
-        *,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(base_url, api_key, timeout_s, retry=retry)
-        self.model = model
-        self.completions_url = self.url("chat/completions")
+    @property
+    def completions_url(self) -> str:
+        return self.url("chat/completions")
 
     async def complete(
         self,
+        model: str,
         messages: Sequence[dict[str, str]],
         *,
         max_tokens: int,
         json_mode: bool = False,
         budget_s: float | None = None,
     ) -> str:
-        """The model's reply to `messages` (temperature 0)."""
-        body = chat_body(self.model, messages, max_tokens=max_tokens, json_mode=json_mode)
+        """`model`'s reply to `messages` (temperature 0)."""
+        body = chat_body(model, messages, max_tokens=max_tokens, json_mode=json_mode)
         payload = await self.post("chat/completions", body, budget_s=budget_s)
         return completion_text(payload, self.completions_url)

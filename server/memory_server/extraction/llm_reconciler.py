@@ -1,18 +1,20 @@
 """A Reconciler that asks an OpenAI-compatible chat model for ADD / UPDATE / DELETE / NONE.
 
-One bounded chat-completions call per `reconcile` (none when there is nothing to decide). The
-prompt shows the scope's live facts under small integer ids (1, 2, ...), never our fact ids: a
-model copies short integers reliably and cannot invent a plausible uuid. At most `max_live` live
-facts are shown (those sharing most content words with the candidates, in the caller's order)
-and every text is clipped to `max_text_chars`. The model answers
+One chat-completions call per `reconcile` (none when there is nothing to decide), through the
+shared client (memory_server.openai_http: one budget of `timeout_s`, retries of what is
+transient). The prompt shows the scope's live facts under small integer ids (1, 2, ...), never
+our fact ids: a model copies short integers reliably and cannot invent a plausible uuid. At
+most `max_live` live facts are shown (those sharing most content words with the candidates, in
+the caller's order) and every text is clipped to `max_text_chars`. The model answers
 
     {"decisions": [{"index": 0, "event": "UPDATE", "target": 3}, ...]}
 
 and the reply is validated as a whole: exactly one decision per candidate, a known event, a
 shown id for every UPDATE and DELETE (and for a NONE that names one), DELETE only for a
 retraction and ADD/UPDATE never for one, no fact updated or deleted twice. Anything else (an
-unreachable endpoint, a timeout, an error status, unparseable JSON, an invalid decision) sends
-the whole batch to `fallback.reconcile(...)` with a warning that holds no user text.
+unreachable endpoint, a timeout, an error status left after the retries, unparseable JSON, an
+invalid decision) sends the whole batch to `fallback.reconcile(...)` with a warning that holds
+no user text.
 
 With no live facts there is nothing a model could add to the fallback's decision (all it could
 say is ADD, or NONE for a retraction), so the fallback decides without a call.

@@ -95,9 +95,7 @@ class OpenAICompatibleClient(Lifecycle):
         deadline = asyncio.get_running_loop().time() + budget
         try:
             async with asyncio.timeout_at(deadline):
-                return await self._retry.retrying(budget, f"POST {url}")(
-                    self._attempt, url, body, deadline
-                )
+                return await self._retry.retrying(budget)(self._attempt, url, body, deadline)
         except Transient as failure:
             raise failure.error from None
         except (TimeoutError, httpx.TimeoutException) as exc:

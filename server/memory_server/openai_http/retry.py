@@ -78,9 +78,8 @@ class RetryPolicy:
         if not 0 <= self.first_wait_s <= self.max_wait_s:
             raise ValueError("need 0 <= first_wait_s <= max_wait_s")
 
-    def retrying(self, budget_s: float, what: str) -> AsyncRetrying:
-        """Tenacity's loop for one call whose attempts and waits share `budget_s`; `what`
-        names the call in the log (never user text)."""
+    def retrying(self, budget_s: float) -> AsyncRetrying:
+        """Tenacity's loop for one call whose attempts and waits share `budget_s`."""
         backoff = wait_random_exponential(multiplier=self.first_wait_s, max=self.max_wait_s)
 
         def wait(state: RetryCallState) -> float:
@@ -91,9 +90,9 @@ class RetryPolicy:
 
         def before_sleep(state: RetryCallState) -> None:
             failure = state.outcome.exception() if state.outcome is not None else None
+            # The failure's text is ours (the URL and a status or an exception type).
             log.info(
-                "%s: %s; attempt %d of %d in %.2fs",
-                what,
+                "%s; attempt %d of %d in %.2fs",
                 failure,
                 state.attempt_number + 1,
                 self.max_attempts,

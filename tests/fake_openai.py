@@ -11,25 +11,31 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 
 @dataclass
-class FakeLLM:
-    """What the fake endpoint answers and what it was asked."""
+class _Loopback:
+    """A fake endpoint's port, what it was asked, and the event that ends its waits."""
 
-    mode: str = "ok"  # ok | status500 | garbage | empty | slow | drip
-    reply: str = "The user is porting a billing engine to Postgres."
     requests: list[dict[str, Any]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
     port: int = 0
-    # Optional: the reply content for a request body (overrides `reply`), for endpoints that
-    # serve several callers, e.g. the summarizer, the extractor and the reconciler.
-    responder: Callable[[dict[str, Any]], str] | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+
+@dataclass
+class FakeLLM(_Loopback):
+    """What the fake endpoint answers and what it was asked."""
+
+    mode: str = "ok"  # ok | status500 | garbage | empty | slow | drip
+    reply: str = "The user is porting a billing engine to Postgres."
+    # Optional: the reply content for a request body (overrides `reply`), for endpoints that
+    # serve several callers, e.g. the summarizer, the extractor and the reconciler.
+    responder: Callable[[dict[str, Any]], str] | None = None
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -51,12 +57,7 @@ class _JsonHandler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-class _Fake(Protocol):
-    port: int
-    release: threading.Event
-
-
-_F = TypeVar("_F", bound=_Fake)
+_F = TypeVar("_F", bound=_Loopback)
 
 
 @contextmanager
@@ -136,16 +137,9 @@ def fake_vector(text: str, dimension: int = 4) -> list[float]:
 
 
 @dataclass
-class FakeEmbeddings:
+class FakeEmbeddings(_Loopback):
     mode: str = "ok"  # ok | status500 | status429 | status401 | wrongdim | slow
     dimension: int = 6
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-    port: int = 0
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
 
 def raw_vector(text: str, dimension: int) -> list[float]:
@@ -189,4 +183,53 @@ def _embeddings_handler(state: FakeEmbeddings) -> type[BaseHTTPRequestHandler]:
 def serve_fake_embeddings() -> Iterator[FakeEmbeddings]:
     state = FakeEmbeddings()
     with _serve(state, _embeddings_handler(state)):
+        yield state
+
+
+# --- any path, answers scripted one request at a time ---------------------------------------
+
+
+@dataclass
+class Answer:
+    """One scripted answer: a status, headers and body, or a connection closed unanswered."""
+
+    status: int = 200
+    body: bytes = b'{"ok": true}'
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False  # close the connection without answering
+    wait: bool = False  # answer only when released (or after 10 s)
+
+
+@dataclass
+class FakeScripted(_Loopback):
+    """Answers request n with `answers[n]` (the last one again once they run out)."""
+
+    answers: list[Answer] = field(default_factory=lambda: [Answer()])
+
+
+def _scripted_handler(state: FakeScripted) -> type[BaseHTTPRequestHandler]:
+    class Handler(_JsonHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": raw})
+            answer = state.answers[min(len(state.requests), len(state.answers)) - 1]
+            if answer.wait:
+                state.release.wait(10)
+            if answer.drop:
+                self.close_connection = True
+                return
+            self.send_response(answer.status)
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(answer.body)))
+            self.end_headers()
+            self.wfile.write(answer.body)
+
+    return Handler
+
+
+@contextmanager
+def serve_scripted(*answers: Answer) -> Iterator[FakeScripted]:
+    state = FakeScripted(answers=list(answers) or [Answer()])
+    with _serve(state, _scripted_handler(state)):
         yield state

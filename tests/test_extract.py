@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -336,3 +338,15 @@ def test_no_pathological_backtracking() -> None:
     start = time.perf_counter()
     RuleExtractor().extract_sync(ExtractionInput(message, ""))
     assert time.perf_counter() - start < 1.0
+
+
+def test_the_rule_extractor_imports_no_adapters() -> None:
+    code = (
+        "import sys, memory_server.memory.extract, memory_server.memory.restated\n"
+        "loaded = set(sys.modules)\n"
+        "bad = {'grpc', 'asyncpg', 'httpx', 'tenacity'} & {m.split('.')[0] for m in loaded}\n"
+        "bad |= {m for m in loaded if m.startswith(('memory_server.openai_http',"
+        " 'memory_server.extraction', 'memory_server.embedding', 'memory_server.llm'))}\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": ":".join(sys.path)})

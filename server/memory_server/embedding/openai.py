@@ -2,28 +2,28 @@
 llama.cpp server, text-embeddings-inference, ...): `POST {base_url}/embeddings` with
 `{"model", "input": [...]}`, vectors read from `data[i].embedding` ordered by `data[i].index`.
 
-Errors: no answer, a timeout, HTTP 408 or 5xx → Unavailable; HTTP 429 → Overloaded; any other
-status or a malformed answer → EmbeddingError; vectors of the wrong size → DimensionMismatch.
-No error text, and nothing logged, ever quotes the input or the endpoint's answer.
+The call goes through the shared client (memory_server.openai_http): one budget of `timeout_s`,
+retries of what is transient, and its errors: no answer, a timeout, HTTP 408 or 5xx →
+Unavailable; HTTP 429 → Overloaded; any other status → EndpointError. A malformed answer is an
+EmbeddingError; vectors of the wrong size → DimensionMismatch. No error text, and nothing
+logged, ever quotes the input or the endpoint's answer.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
-import httpx
-
 from memory_server.embedding.backend import DimensionMismatch, EmbeddingError, l2_normalize
-from memory_server.memory.errors import Overloaded, Unavailable
+from memory_server.lifecycle import Lifecycle
+from memory_server.openai_http import OpenAICompatibleClient
 
-log = logging.getLogger(__name__)
+# 32 texts x 3072 dimensions of JSON floats is about 2 MB; a batch of the largest models at
+# the largest batch size stays well inside this.
+MAX_RESPONSE_BYTES = 256 << 20
 
 
-class OpenAICompatibleEmbeddings:
+class OpenAICompatibleEmbeddings(Lifecycle):
     """An `AsyncEmbeddingBackend` for an OpenAI-compatible embeddings endpoint."""
 
     def __init__(
@@ -36,12 +36,12 @@ class OpenAICompatibleEmbeddings:
     ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be at least 1")
-        self._url = base_url.rstrip("/") + "/embeddings"
+        self._http = OpenAICompatibleClient(
+            base_url, api_key, timeout_s, max_response_bytes=MAX_RESPONSE_BYTES
+        )
+        self._url = self._http.url("embeddings")
         self._model = model
-        self._api_key = api_key
         self._dimension = dimension
-        self._timeout_s = timeout_s
-        self._client: httpx.AsyncClient | None = None
 
     @property
     def model_name(self) -> str:
@@ -59,35 +59,15 @@ class OpenAICompatibleEmbeddings:
 
     async def load(self) -> None:
         """Open the HTTP client (idempotent). The pool calls it before the first batch."""
-        if self._client is None:
-            headers = {"Accept": "application/json"}
-            if self._api_key:
-                headers["Authorization"] = f"Bearer {self._api_key}"
-            self._client = httpx.AsyncClient(
-                headers=headers, timeout=httpx.Timeout(self._timeout_s)
-            )
+        await self._http.start()
 
     async def start(self) -> None:
         """Same as `load`."""
-        await self.load()
+        await self._http.start()
 
     async def close(self) -> None:
         """Close the HTTP client (idempotent; safe before `start`)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-
-    async def __aenter__(self) -> OpenAICompatibleEmbeddings:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        await self._http.close()
 
     # --- embedding --------------------------------------------------------------------------
 
@@ -95,34 +75,7 @@ class OpenAICompatibleEmbeddings:
         """Unit-length vectors for `texts`, in order."""
         if not texts:
             return []
-        await self.load()
-        assert self._client is not None
-        body = {"model": self._model, "input": list(texts)}
-        try:
-            async with asyncio.timeout(self._timeout_s):
-                response = await self._client.post(self._url, json=body)
-        except (httpx.TimeoutException, TimeoutError) as exc:
-            log.warning("embedding endpoint %s timed out (%s)", self._url, type(exc).__name__)
-            raise Unavailable(
-                f"the embedding endpoint {self._url} did not answer in {self._timeout_s:g}s"
-            ) from exc
-        except httpx.TransportError as exc:
-            log.warning("embedding endpoint %s unreachable (%s)", self._url, type(exc).__name__)
-            raise Unavailable(
-                f"the embedding endpoint {self._url} is unreachable ({type(exc).__name__})"
-            ) from exc
-        status = response.status_code
-        if status == 429:
-            raise Overloaded(f"the embedding endpoint {self._url} is rate limiting (HTTP 429)")
-        if status == 408 or status >= 500:
-            log.warning("embedding endpoint %s answered HTTP %d", self._url, status)
-            raise Unavailable(f"the embedding endpoint {self._url} answered HTTP {status}")
-        if not response.is_success:
-            raise EmbeddingError(f"the embedding endpoint {self._url} answered HTTP {status}")
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise EmbeddingError(f"the embedding endpoint {self._url} answered non-JSON") from exc
+        payload = await self._http.post("embeddings", {"model": self._model, "input": list(texts)})
         return self._vectors(payload, len(texts))
 
     def _vectors(self, payload: Any, expected: int) -> list[list[float]]:

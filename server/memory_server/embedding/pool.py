@@ -22,7 +22,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from types import TracebackType
 from typing import cast
 
 from memory_server.embedding.backend import (
@@ -32,6 +31,7 @@ from memory_server.embedding.backend import (
     EmbeddingError,
     is_async_backend,
 )
+from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import MemoryServiceError, Overloaded, Unavailable
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class _Item:
     queued_at: float  # loop time
 
 
-class EmbeddingPool:
+class EmbeddingPool(Lifecycle):
     """Implements the domain's Embedder port for all scopes over one backend."""
 
     def __init__(
@@ -210,18 +210,6 @@ class EmbeddingPool:
                 "embedding backend %s failed to close (%s)", self.model_name, type(exc).__name__
             )
         self._loaded = False
-
-    async def __aenter__(self) -> EmbeddingPool:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # --- observability ----------------------------------------------------------------------
 

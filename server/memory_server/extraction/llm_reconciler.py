@@ -1,18 +1,20 @@
 """A Reconciler that asks an OpenAI-compatible chat model for ADD / UPDATE / DELETE / NONE.
 
-One bounded chat-completions call per `reconcile` (none when there is nothing to decide). The
-prompt shows the scope's live facts under small integer ids (1, 2, ...), never our fact ids: a
-model copies short integers reliably and cannot invent a plausible uuid. At most `max_live` live
-facts are shown (those sharing most content words with the candidates, in the caller's order)
-and every text is clipped to `max_text_chars`. The model answers
+One chat-completions call per `reconcile` (none when there is nothing to decide), through the
+shared client (memory_server.openai_http: one budget of `timeout_s`, retries of what is
+transient). The prompt shows the scope's live facts under small integer ids (1, 2, ...), never
+our fact ids: a model copies short integers reliably and cannot invent a plausible uuid. At
+most `max_live` live facts are shown (those sharing most content words with the candidates, in
+the caller's order) and every text is clipped to `max_text_chars`. The model answers
 
     {"decisions": [{"index": 0, "event": "UPDATE", "target": 3}, ...]}
 
 and the reply is validated as a whole: exactly one decision per candidate, a known event, a
 shown id for every UPDATE and DELETE (and for a NONE that names one), DELETE only for a
 retraction and ADD/UPDATE never for one, no fact updated or deleted twice. Anything else (an
-unreachable endpoint, a timeout, an error status, unparseable JSON, an invalid decision) sends
-the whole batch to `fallback.reconcile(...)` with a warning that holds no user text.
+unreachable endpoint, a timeout, an error status left after the retries, unparseable JSON, an
+invalid decision) sends the whole batch to `fallback.reconcile(...)` with a warning that holds
+no user text.
 
 With no live facts there is nothing a model could add to the fallback's decision (all it could
 say is ADD, or NONE for a retraction), so the fallback decides without a call.
@@ -23,12 +25,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
-from memory_server.extraction.llm_client import AsyncChatClient, ChatError, clip, most_related
+from memory_server.extraction.prompt_facts import clip, most_related
+from memory_server.lifecycle import Lifecycle
+from memory_server.memory.errors import MemoryServiceError
 from memory_server.memory.facts import Candidate, Decision, LiveFact, ReconciledCandidate
 from memory_server.memory.ports import Reconciler
+from memory_server.openai_http import ChatClient
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +60,7 @@ class _Invalid(Exception):
     """The reply cannot be used. The message is ours and holds no user text."""
 
 
-class LLMReconciler:
+class LLMReconciler(Lifecycle):
     """Reconciles with `POST {base_url}/chat/completions`; falls back on any failure."""
 
     def __init__(
@@ -73,7 +77,8 @@ class LLMReconciler:
     ) -> None:
         if max_live < 1 or max_text_chars < 16:
             raise ValueError("need max_live >= 1 and max_text_chars >= 16")
-        self._client = AsyncChatClient(base_url, model, api_key, timeout_s)
+        self._chat = ChatClient(base_url, api_key, timeout_s)
+        self._model = model
         self._fallback = fallback
         self._max_live = max_live
         self._max_text_chars = max_text_chars
@@ -81,22 +86,11 @@ class LLMReconciler:
 
     @property
     def name(self) -> str:
-        return f"llm:{self._client.model}"
+        return f"llm:{self._model}"
 
     async def close(self) -> None:
-        """Close the HTTP client (idempotent)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> LLMReconciler:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        """Close the HTTP client (idempotent); the first call opened it."""
+        await self._chat.close()
 
     async def reconcile(
         self,
@@ -112,20 +106,20 @@ class LLMReconciler:
             return await self._fallback.reconcile(candidates, live, live_vectors=live_vectors)
         shown = self.shown_facts(candidates, live)
         try:
-            reply = await self._client.complete(
+            reply = await self._chat.complete(
+                self._model,
                 self.messages(candidates, shown),
                 json_mode=self._json_mode,
                 max_tokens=min(4096, 64 + 48 * len(candidates)),
             )
             return _decisions(reply, candidates, shown)
-        except (ChatError, _Invalid) as exc:
+        except (MemoryServiceError, _Invalid) as exc:
             reason = str(exc)
         except Exception as exc:  # never let a model's reply break learning
             reason = type(exc).__name__
         logger.warning(
-            "reconciler %s failed at %s (%s); the fallback decides %d candidate(s)",
+            "reconciler %s failed (%s); the fallback decides %d candidate(s)",
             self.name,
-            self._client.url,
             reason,
             len(candidates),
         )

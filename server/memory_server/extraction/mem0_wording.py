@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory_server.memory.extract import RuleExtractor
+from memory_server.memory.fact_shape import normalise
 from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
-from memory_server.memory.reconcile import normalise
 from memory_server.memory.restated import Recalled, unique
 from memory_server.memory.words import content_words, third_singular
 

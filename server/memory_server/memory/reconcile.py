@@ -41,7 +41,6 @@ from memory_server.memory.fact_shape import (
     clashes,
     normalise,
     opposed,
-    same_slot,
     shape_of,
 )
 from memory_server.memory.facts import (
@@ -52,10 +51,6 @@ from memory_server.memory.facts import (
     ReconciledCandidate,
 )
 from memory_server.memory.ports import Embedder
-
-# normalise, same_slot and shape_of live in memory.fact_shape; re-exported until the extraction
-# modules import them from there (issue 13, in progress).
-__all__ = ["SimilarityReconciler", "normalise", "revalidate", "same_slot", "shape_of"]
 
 
 @dataclass(slots=True)

@@ -7,8 +7,8 @@ import functools
 from collections import Counter
 from collections.abc import Sequence
 
+from memory_server.memory.fact_shape import normalise, same_slot, shape_of
 from memory_server.memory.facts import Candidate
-from memory_server.memory.reconcile import normalise, same_slot, shape_of
 from memory_server.memory.words import content_words
 
 _shape = functools.lru_cache(maxsize=16384)(shape_of)

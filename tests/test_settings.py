@@ -84,3 +84,37 @@ def test_bad_files(tmp_path: Path):
 def test_environment_error_names_the_variable():
     with pytest.raises(SettingsError, match="GRAPHRAG_MEMORY_LTM_TOP_K"):
         load_settings(environ={"GRAPHRAG_MEMORY_LTM_TOP_K": "five"})
+
+
+# The top-level shape of GraphRAG's configs/server_config.json (tigergraph/graphrag cc4eed1):
+# db_config, graphrag_config, llm_config and chat_config, and no memory_config.
+_GRAPHRAG_FILE: dict[str, object] = {
+    "db_config": {"hostname": "http://tigergraph", "restppPort": "9000", "gsPort": "14240"},
+    "graphrag_config": {"reuse_embedding": False, "chat_history_api": "http://chat-history:8002"},
+    "llm_config": {
+        "completion_service": {"llm_service": "openai", "llm_model": "gpt-4.1-mini"},
+        "embedding_service": {"model_name": "text-embedding-3-small"},
+    },
+    "chat_config": {"apiPort": "8002", "conversationAccessRoles": ["superuser"]},
+}
+
+
+def test_graphrag_file_without_memory_config_gives_the_defaults(tmp_path: Path):
+    path = tmp_path / "server_config.json"
+    path.write_text(json.dumps(_GRAPHRAG_FILE))
+    assert load_settings(config_path=path) == Settings()
+
+
+def test_graphrag_file_reads_only_memory_config(tmp_path: Path):
+    path = tmp_path / "server_config.json"
+    path.write_text(json.dumps({**_GRAPHRAG_FILE, "memory_config": {"ltm_top_k": 7}}))
+    assert load_settings(config_path=path).ltm_top_k == 7
+
+
+def test_bare_memory_config_file_still_refuses_unknown_keys(tmp_path: Path):
+    path = tmp_path / "memory.json"
+    path.write_text(json.dumps({"ltm_top_k": 7, "ltm_top_kk": 8}))
+    with pytest.raises(SettingsError, match="ltm_top_kk"):
+        load_settings(config_path=path)
+    path.write_text(json.dumps({"ltm_top_k": 7}))
+    assert load_settings(config_path=path).ltm_top_k == 7

@@ -139,6 +139,9 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
 }
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
+# The top-level sections of GraphRAG's configs/server_config.json (and what its
+# common/config.py reads) that are not ours.
+GRAPHRAG_SECTIONS = frozenset({"db_config", "graphrag_config", "llm_config", "chat_config"})
 
 
 def _field_types() -> dict[str, type]:
@@ -260,9 +263,16 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise SettingsError(f"config: cannot read {path}: {exc}") from exc
     if not isinstance(document, dict):
         raise SettingsError(f"config: {path} must hold a JSON object")
-    # GraphRAG's server_config.json keeps ours under "memory_config"; a file holding only the
-    # memory_config object is accepted too.
-    section = document.get("memory_config", document)
+    # GraphRAG's server_config.json keeps ours under "memory_config" and GraphRAG's own sections
+    # beside it, which are GraphRAG's business: only memory_config is read. A GraphRAG file
+    # without memory_config gives no settings (the defaults apply). A file with none of
+    # GraphRAG's sections is taken as the memory_config object itself.
+    if "memory_config" in document:
+        section = document["memory_config"]
+    elif GRAPHRAG_SECTIONS.intersection(document):
+        section = {}
+    else:
+        section = document
     if not isinstance(section, dict):
         raise SettingsError(f"memory_config: expected an object in {path}")
     return section

@@ -1,15 +1,20 @@
 """The one definition of the TigerGraph names the memory service owns.
 
 The memory vector index lives inside a user's GraphRAG graph, so anything that lists that
-graph's schema or installed queries to a person (or to an LLM) must hide these names: use
-`hide_memory_schema` and `hide_memory_queries`, which remove exactly the memory-owned names
-and nothing else.
+graph's schema or installed queries to a person (or to an LLM) must hide these names, and
+nothing else:
+
+* `hide_memory_vertex_types` and `hide_memory_edge_types` for the name lists of
+  pyTigerGraph's `getVertexTypes()` and `getEdgeTypes()`, which GraphRAG's agent reads;
+* `hide_memory_vertices_info` and `hide_memory_edges_info` for the per-type dicts GraphRAG's
+  schema mapping builds from them (`{"vertex", "attributes"}`, `{"edge", "source", "target"}`);
+* `hide_memory_schema` for a `getSchema()` dict, `hide_memory_queries` for query listings.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 MEMORY_VERTEX = "MemoryEmbedding"
@@ -26,12 +31,32 @@ MEMORY_QUERIES: tuple[str, ...] = (Q_SEARCH, Q_DELETE_IDS, Q_PURGE_SCOPE, Q_COUN
 # Schema change jobs the installer creates (and drops again after running them).
 MEMORY_JOBS: tuple[str, ...] = ("Memory_add_vertex", "Memory_add_vector")
 
+# The memory creates no edge type of its own; an edge type is still hidden when one of its
+# ends is a memory vertex type (see `hide_memory_edge_types`).
+MEMORY_EDGES: tuple[str, ...] = ()
+
 _MEMORY_VERTICES = frozenset({MEMORY_VERTEX})
+_MEMORY_EDGES = frozenset(MEMORY_EDGES)
 _MEMORY_QUERIES = frozenset(MEMORY_QUERIES)
 
 
 def is_memory_vertex(name: object) -> bool:
     return isinstance(name, str) and name in _MEMORY_VERTICES
+
+
+def is_memory_edge(name: object) -> bool:
+    return isinstance(name, str) and name in _MEMORY_EDGES
+
+
+def _names_memory(end: object) -> bool:
+    """Whether a vertex-type answer names a memory vertex: pyTigerGraph's
+    `getEdgeSourceVertexType` gives a name, "*", or a set of names for an edge type with
+    several pairs."""
+    if isinstance(end, str):
+        return is_memory_vertex(end)
+    if isinstance(end, Iterable):
+        return any(is_memory_vertex(e) for e in end)
+    return False
 
 
 def is_memory_query(name: str) -> bool:
@@ -100,6 +125,47 @@ def hide_memory_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
                 )
             ]
     return out
+
+
+def hide_memory_vertex_types(names: Iterable[str]) -> list[str]:
+    """A `getVertexTypes()` list without the memory-owned vertex types (order kept)."""
+    return [n for n in names if not is_memory_vertex(n)]
+
+
+def hide_memory_edge_types(
+    names: Iterable[str], endpoints: Callable[[str], tuple[object, object]] | None = None
+) -> list[str]:
+    """A `getEdgeTypes()` list without the memory-owned edge types (order kept). With
+    `endpoints` (an edge type's source and target vertex types, e.g. pyTigerGraph's
+    `getEdgeSourceVertexType` and `getEdgeTargetVertexType`), an edge type with a memory vertex
+    type at either end goes too."""
+    kept = []
+    for name in names:
+        if is_memory_edge(name):
+            continue
+        if endpoints is not None and any(_names_memory(end) for end in endpoints(name)):
+            continue
+        kept.append(name)
+    return kept
+
+
+def hide_memory_vertices_info(infos: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GraphRAG's `{"vertex": name, "attributes": [...]}` list without memory vertex types."""
+    return [i for i in infos if not is_memory_vertex(i.get("vertex"))]
+
+
+def hide_memory_edges_info(infos: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GraphRAG's `{"edge", "source", "target"}` list without memory-owned edge types and
+    without edge types with a memory vertex type at either end."""
+    return [
+        i
+        for i in infos
+        if not (
+            is_memory_edge(i.get("edge"))
+            or _names_memory(i.get("source"))
+            or _names_memory(i.get("target"))
+        )
+    ]
 
 
 def hide_memory_queries(names: list[str]) -> list[str]:

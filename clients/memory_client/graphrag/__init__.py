@@ -4,8 +4,11 @@
   JSON shapes (`memory_client.graphrag.adapter`).
 * `memory_ui_router`: the graph-scoped UI routes as a FastAPI router
   (`memory_client.graphrag.router`; needs the `graphrag` extra, so it is not imported here).
-* `hide_memory_schema`, `hide_memory_queries`: remove the memory index from a TigerGraph schema
-  or query listing before the agent sees it.
+* `hide_memory_vertex_types`, `hide_memory_edge_types` (pyTigerGraph's `getVertexTypes()` /
+  `getEdgeTypes()` name lists, which GraphRAG's agent reads), `hide_memory_vertices_info`,
+  `hide_memory_edges_info`, `hide_memory_schema` (a `getSchema()` dict), `hide_memory_queries`:
+  remove the memory index from what the agent sees; `is_memory_vertex`, `is_memory_edge`,
+  `is_memory_query` test one name.
 * `python -m memory_client.graphrag.migrate`: imports chat-history's SQLite file.
 """
 
@@ -15,13 +18,30 @@ from memory_client.graphrag.adapter import (
     conversation_json,
     message_json,
 )
-from memory_client.schema_names import hide_memory_queries, hide_memory_schema
+from memory_client.schema_names import (
+    hide_memory_edge_types,
+    hide_memory_edges_info,
+    hide_memory_queries,
+    hide_memory_schema,
+    hide_memory_vertex_types,
+    hide_memory_vertices_info,
+    is_memory_edge,
+    is_memory_query,
+    is_memory_vertex,
+)
 
 __all__ = [
     "GraphRAGMemory",
     "Turn",
     "conversation_json",
+    "hide_memory_edge_types",
+    "hide_memory_edges_info",
     "hide_memory_queries",
     "hide_memory_schema",
+    "hide_memory_vertex_types",
+    "hide_memory_vertices_info",
+    "is_memory_edge",
+    "is_memory_query",
+    "is_memory_vertex",
     "message_json",
 ]

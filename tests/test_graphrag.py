@@ -15,7 +15,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
 
 from memory_client import AsyncMemoryClient, NotFoundError
-from memory_client.graphrag import GraphRAGMemory
+from memory_client.graphrag import GraphRAGMemory, history_from_messages
 from memory_client.graphrag.router import memory_ui_router
 
 from conftest import RunningServer, new_id
@@ -79,6 +79,16 @@ async def test_turns_give_the_agent_the_earlier_exchange(graphrag: GraphRAGMemor
     assert "Which one is flagged?" not in second.context_block
     peek = await graphrag.memory_context(user, "Finance", conversation_id, "And the device?")
     assert "Which one is flagged?" in peek  # GetContext stores nothing but sees every turn
+    # What GraphRAG's agent takes: {"query", "response"} history items (agent.py:127-131),
+    # the schema-mapping conversation, and the answer prompt's context with memory labelled.
+    earlier = {"query": "Which accounts share device D-77?", "response": "Accounts 5120 and 9983."}
+    assert second.history == [earlier]
+    assert second.schema_mapping_conversation == [earlier]
+    answer_context = second.generation_context('{"flagged": ["9983"]}')
+    assert answer_context.index('"flagged"') < answer_context.index("Memory context")
+    assert "Accounts 5120 and 9983." in answer_context
+    stored = await graphrag.conversation_messages(user, "Finance", conversation_id)
+    assert history_from_messages(stored) == [earlier]
 
 
 async def test_history_in_chat_history_shapes(

@@ -2,6 +2,11 @@
 
 * `GraphRAGMemory`: the agent's memory block per turn and the UI's history in chat-history's
   JSON shapes (`memory_client.graphrag.adapter`).
+* `history_items`, `history_from_messages`, `schema_mapping_conversation`,
+  `generation_context` (also on `Turn`): memory in the shapes GraphRAG's agent takes — its
+  `{"query", "response"}` history, the schema-mapping prompt's conversation, and the answer
+  prompt's context with memory labelled apart from graph evidence
+  (`memory_client.graphrag.prompts`).
 * `memory_ui_router`: the graph-scoped UI routes as a FastAPI router
   (`memory_client.graphrag.router`; needs the `graphrag` extra, so it is not imported here).
 * `hide_memory_vertex_types`, `hide_memory_edge_types` (pyTigerGraph's `getVertexTypes()` /
@@ -17,6 +22,12 @@ from memory_client.graphrag.adapter import (
     Turn,
     conversation_json,
     message_json,
+)
+from memory_client.graphrag.prompts import (
+    generation_context,
+    history_from_messages,
+    history_items,
+    schema_mapping_conversation,
 )
 from memory_client.schema_names import (
     hide_memory_edge_types,
@@ -34,14 +45,18 @@ __all__ = [
     "GraphRAGMemory",
     "Turn",
     "conversation_json",
+    "generation_context",
     "hide_memory_edge_types",
     "hide_memory_edges_info",
     "hide_memory_queries",
     "hide_memory_schema",
     "hide_memory_vertex_types",
     "hide_memory_vertices_info",
+    "history_from_messages",
+    "history_items",
     "is_memory_edge",
     "is_memory_query",
     "is_memory_vertex",
     "message_json",
+    "schema_mapping_conversation",
 ]

@@ -27,6 +27,11 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.client import AsyncMemoryClient
+from memory_client.graphrag.prompts import (
+    generation_context,
+    history_items,
+    schema_mapping_conversation,
+)
 from memory_client.v1 import memory_pb2 as pb
 
 __all__ = ["FEEDBACK_VALUES", "GraphRAGMemory", "Turn", "conversation_json", "message_json"]
@@ -92,6 +97,22 @@ class Turn:
     context_block: str
     context: pb.MemoryContext
     conversation_created: bool
+
+    @property
+    def history(self) -> list[dict[str, str]]:
+        """The recent turns as GraphRAG's `{"query", "response"}` history items (the newest
+        4, as GraphRAG cuts them): `TigerGraphAgent.question_for_agent(question, history)`."""
+        return history_items(self.context)
+
+    @property
+    def schema_mapping_conversation(self) -> list[dict[str, str]]:
+        """The `conversation` for GraphRAG's schema-mapping prompt (summary, then history)."""
+        return schema_mapping_conversation(self.context)
+
+    def generation_context(self, graph_context: str) -> str:
+        """The `context` for GraphRAG's answer prompt: `graph_context` as graph evidence, then
+        this turn's memory block, labelled as memory."""
+        return generation_context(graph_context, self.context_block)
 
 
 class GraphRAGMemory:

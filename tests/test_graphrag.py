@@ -235,3 +235,71 @@ async def test_unreachable_memory_service_is_503() -> None:
         assert down.status_code == 503
     finally:
         await client.close()
+
+
+def _graphrag_app(memory: GraphRAGMemory, graphs: list[str]) -> FastAPI:
+    """GraphRAG's app as it is: `ui_basic_auth` returns (graphs, credentials)
+    (tigergraph/graphrag cc4eed1, graphrag/app/routers/ui.py:98-106)."""
+
+    def ui_basic_auth(
+        creds: Annotated[HTTPBasicCredentials, Depends(_basic)],
+    ) -> tuple[list[str], HTTPBasicCredentials]:
+        if not secrets.compare_digest(creds.password, "pw"):
+            raise HTTPException(status_code=401, detail="bad credentials")
+        return graphs, creds
+
+    app = FastAPI()
+    app.include_router(memory_ui_router(memory, ui_basic_auth))
+    return app
+
+
+async def test_graphrags_auth_shape_and_graph_access(graphrag: GraphRAGMemory) -> None:
+    user, conversation_id = _user(), new_id()
+    turn = await graphrag.begin_turn(user, "Finance", conversation_id, "Who owns A-1?")
+    reply = await graphrag.complete_turn(turn, "Bob.")
+    transport = httpx.ASGITransport(app=_graphrag_app(graphrag, ["Finance"]))
+    async with httpx.AsyncClient(transport=transport, base_url="http://graphrag") as ui:
+        listed = await ui.get("/ui/Finance/user", headers=_auth(user))
+        assert [c["conversation_id"] for c in listed.json()] == [conversation_id]
+        # A graph the user lacks is 403 on every route, whatever is stored there.
+        await graphrag.begin_turn(user, "Retail", new_id(), "Not yours to read")
+        for method, path in [
+            ("GET", "/ui/Retail/user"),
+            ("GET", f"/ui/Retail/conversation/{conversation_id}"),
+            ("DELETE", f"/ui/Retail/conversation/{conversation_id}"),
+            ("GET", "/ui/Retail/get_feedback"),
+        ]:
+            assert (await ui.request(method, path, headers=_auth(user))).status_code == 403
+        denied = await ui.post(
+            "/ui/Retail/feedback", json={"message_id": "m", "feedback": 1}, headers=_auth(user)
+        )
+        assert denied.status_code == 403
+        # GraphRAG's Message allows feedback: null (common/py_schemas/schemas.py:186).
+        body = {
+            "conversation_id": conversation_id,
+            "message_id": reply["message_id"],
+            "parent_id": turn.message_id,
+            "model": None,
+            "content": "Bob.",
+            "answered_question": True,
+            "response_type": "inquiryai",
+            "query_sources": None,
+            "role": "system",
+            "response_time": None,
+            "feedback": None,
+            "comment": "no rating yet",
+        }
+        saved = await ui.post("/ui/Finance/feedback", json=body, headers=_auth(user))
+        assert saved.status_code == 200, saved.text
+        # The feedback export: the caller's messages on the graph, feedback fields included.
+        await ui.post(
+            "/ui/Finance/feedback",
+            json={**body, "feedback": 2, "comment": "wrong"},
+            headers=_auth(user),
+        )
+        exported = (await ui.get("/ui/Finance/get_feedback", headers=_auth(user))).json()
+        assert [(m["role"], m["feedback"], m["comment"]) for m in exported] == [
+            ("user", 0, ""),
+            ("system", 2, "wrong"),
+        ]
+        assert (await ui.get("/ui/Finance/get_feedback", headers=_auth(new_id()))).json() == []

@@ -6,15 +6,23 @@ Needs the `graphrag` extra (`pip install 'graphrag-memory[graphrag]'`, which add
     GET    /ui/{graphname}/conversation/{id}           a conversation's messages, oldest first
     POST   /ui/{graphname}/feedback                    {message_id, feedback, comment, …}
     DELETE /ui/{graphname}/conversation/{id}           the conversation and its messages
+    GET    /ui/{graphname}/get_feedback                the caller's messages on the graph
 
 The JSON is chat-history's (see `memory_client.graphrag.adapter`). Who the caller is comes from
-the `current_user` dependency you pass: GraphRAG's own authentication (it checks the
-credentials against TigerGraph), reduced to the username. The router never trusts a user id
-from the path or the body, so one user cannot read or change another's history.
+the `current_user` dependency you pass: GraphRAG's own `ui_basic_auth` as it is, which checks
+the credentials against TigerGraph and returns `(graphs, credentials)` — the graphs the user
+may use and the HTTP Basic credentials (tigergraph/graphrag cc4eed1,
+graphrag/app/routers/ui.py:98-106). A graph not in that list is 403. A dependency returning a
+bare username (str) is accepted too; then no graph check is made. The router never trusts a
+user id from the path or the body, so one user cannot read or change another's history.
+
+An unknown conversation is 404 (chat-history answered 200 and `[]`,
+chat-history/db/db.go:64-78): a UI written for chat-history should treat 404 as an empty
+conversation.
 """
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, NamedTuple
 
 import grpc
 from fastapi import APIRouter, Depends, HTTPException, Path
@@ -23,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memory_client.errors import MemoryClientError
 from memory_client.graphrag.adapter import GraphRAGMemory
 
-__all__ = ["FeedbackBody", "http_status_for", "memory_ui_router"]
+__all__ = ["Caller", "FeedbackBody", "caller_from_auth", "http_status_for", "memory_ui_router"]
 
 # GraphRAG's own rule for graph names in UI paths.
 GRAPHNAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -56,8 +64,35 @@ class FeedbackBody(BaseModel):
 
     conversation_id: str = ""
     message_id: str = Field(min_length=1)
-    feedback: int = Field(default=0, ge=0, le=2)
+    #: null is valid in GraphRAG's Message (common/py_schemas/schemas.py:186) and means none.
+    feedback: int | None = Field(default=0, ge=0, le=2)
     comment: str | None = None
+
+
+class Caller(NamedTuple):
+    """Who calls: the username, and the graphs they may use (None: not known, no check)."""
+
+    username: str
+    graphs: frozenset[str] | None
+
+
+def caller_from_auth(auth: object) -> Caller:
+    """The caller from what `current_user` returned: GraphRAG's `(graphs, credentials)` pair
+    (credentials with a `username`, e.g. FastAPI's HTTPBasicCredentials), or a username."""
+    if isinstance(auth, str):
+        return Caller(auth, None)
+    if isinstance(auth, Sequence) and len(auth) == 2:
+        graphs, credentials = auth
+        username = getattr(credentials, "username", None)
+        if isinstance(username, str) and isinstance(graphs, Sequence | set | frozenset):
+            return Caller(username, frozenset(str(g) for g in graphs))
+    raise TypeError("current_user must return (graphs, credentials) or a username")
+
+
+def _check_graph(caller: Caller, graphname: str) -> str:
+    if caller.graphs is not None and graphname not in caller.graphs:
+        raise HTTPException(status_code=403, detail=f"no access to graph {graphname}")
+    return caller.username
 
 
 def _failed(exc: MemoryClientError) -> HTTPException:
@@ -67,12 +102,19 @@ def _failed(exc: MemoryClientError) -> HTTPException:
 def memory_ui_router(
     memory: GraphRAGMemory, current_user: Callable[..., Any], *, prefix: str = "/ui"
 ) -> APIRouter:
-    """The UI routes over `memory`. `current_user` is a FastAPI dependency returning the
-    authenticated username (a str), e.g. GraphRAG's `ui_basic_auth` reduced to
-    `credentials.username`."""
+    """The UI routes over `memory`. `current_user` is a FastAPI dependency: GraphRAG's
+    `ui_basic_auth` unchanged (returning `(graphs, credentials)`), or one returning the
+    authenticated username (a str)."""
     router = APIRouter(prefix=prefix, tags=["memory"])
+
+    def graph_user(
+        graphname: Annotated[str, Path(pattern=GRAPHNAME_PATTERN, max_length=256)],
+        auth: Annotated[Any, Depends(current_user)],
+    ) -> str:
+        return _check_graph(caller_from_auth(auth), graphname)
+
     Graph = Annotated[str, Path(pattern=GRAPHNAME_PATTERN, max_length=256)]
-    User = Annotated[str, Depends(current_user)]
+    User = Annotated[str, Depends(graph_user)]
 
     @router.get("/{graphname}/user")
     async def list_conversations(graphname: Graph, username: User) -> list[dict[str, Any]]:
@@ -96,7 +138,7 @@ def memory_ui_router(
     ) -> dict[str, Any]:
         try:
             message = await memory.submit_feedback(
-                username, graphname, body.message_id, body.feedback, body.comment or ""
+                username, graphname, body.message_id, body.feedback or 0, body.comment or ""
             )
         except MemoryClientError as exc:
             raise _failed(exc) from exc
@@ -111,5 +153,23 @@ def memory_ui_router(
         except MemoryClientError as exc:
             raise _failed(exc) from exc
         return {"message": "Conversation deleted successfully", "deleted_messages": deleted}
+
+    @router.get("/{graphname}/get_feedback")
+    async def get_feedback(graphname: Graph, username: User) -> list[dict[str, Any]]:
+        """Chat-history's GET /get_feedback as it answers a user without an admin role: every
+        message of the caller's conversations (here: on this graph), feedback fields included
+        (chat-history/routes/routes.go:259-283). The all-users export chat-history gives an
+        admin has no counterpart: the service's RPCs are scoped to one user."""
+        out: list[dict[str, Any]] = []
+        try:
+            for conversation in await memory.list_conversations(username, graphname):
+                out.extend(
+                    await memory.conversation_messages(
+                        username, graphname, conversation["conversation_id"]
+                    )
+                )
+        except MemoryClientError as exc:
+            raise _failed(exc) from exc
+        return out
 
     return router

@@ -68,3 +68,16 @@ def test_generation_context_keeps_memory_apart_from_graph_evidence() -> None:
     assert combined.startswith(GRAPH_EVIDENCE_HEADING + graph)
     assert combined.index(graph) < combined.index("## Memory context (not graph evidence)")
     assert generation_context(graph, "") == graph
+
+
+def test_memory_service_address_from_graphrags_config() -> None:
+    from memory_client.graphrag import memory_service_address
+
+    config: dict[str, object] = {
+        "db_config": {"hostname": "http://tigergraph"},
+        "graphrag_config": {"chat_history_api": "http://chat-history:8002"},
+    }
+    assert memory_service_address(config) is None
+    config["graphrag_config"] = {"memory_service_address": "graphrag-memory:50051"}
+    assert memory_service_address(config) == "graphrag-memory:50051"
+    assert memory_service_address({}) is None

@@ -7,6 +7,8 @@
   `{"query", "response"}` history, the schema-mapping prompt's conversation, and the answer
   prompt's context with memory labelled apart from graph evidence
   (`memory_client.graphrag.prompts`).
+* `memory_service_address`: the service's address from GraphRAG's server_config.json
+  (`graphrag_config.memory_service_address`).
 * `memory_ui_router`: the graph-scoped UI routes as a FastAPI router
   (`memory_client.graphrag.router`; needs the `graphrag` extra, so it is not imported here).
 * `hide_memory_vertex_types`, `hide_memory_edge_types` (pyTigerGraph's `getVertexTypes()` /
@@ -21,6 +23,7 @@ from memory_client.graphrag.adapter import (
     GraphRAGMemory,
     Turn,
     conversation_json,
+    memory_service_address,
     message_json,
 )
 from memory_client.graphrag.prompts import (
@@ -57,6 +60,7 @@ __all__ = [
     "is_memory_edge",
     "is_memory_query",
     "is_memory_vertex",
+    "memory_service_address",
     "message_json",
     "schema_mapping_conversation",
 ]

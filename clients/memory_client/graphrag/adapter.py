@@ -20,6 +20,7 @@ graph, so one user's history is now per graph.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
@@ -34,7 +35,36 @@ from memory_client.graphrag.prompts import (
 )
 from memory_client.v1 import memory_pb2 as pb
 
-__all__ = ["FEEDBACK_VALUES", "GraphRAGMemory", "Turn", "conversation_json", "message_json"]
+__all__ = [
+    "FEEDBACK_VALUES",
+    "MEMORY_SERVICE_KEY",
+    "GraphRAGMemory",
+    "Turn",
+    "conversation_json",
+    "memory_service_address",
+    "message_json",
+]
+
+#: Where GraphRAG's server_config.json names the memory service: in `graphrag_config`, beside
+#: `chat_history_api` (configs/server_config.json:11-15 at tigergraph/graphrag cc4eed1), which
+#: GraphRAG's backend already reads (common/config.py:78). The memory server ignores that
+#: section, so the key never reaches its settings.
+MEMORY_SERVICE_KEY = "memory_service_address"
+
+
+def memory_service_address(server_config: Mapping[str, Any]) -> str | None:
+    """The memory service's gRPC address (host:port) from GraphRAG's server_config.json
+    document, or None when memory is not configured (GraphRAG then runs without memory)."""
+    section = server_config.get("graphrag_config")
+    if not isinstance(section, Mapping):
+        return None
+    address = section.get(MEMORY_SERVICE_KEY)
+    if address is None or address == "":
+        return None
+    if not isinstance(address, str):
+        raise ValueError(f"graphrag_config.{MEMORY_SERVICE_KEY}: expected a host:port string")
+    return address
+
 
 # Chat-history's numbering, which the proto's Feedback enum shares.
 FEEDBACK_VALUES: dict[int, pb.Feedback.ValueType] = {

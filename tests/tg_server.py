@@ -468,7 +468,7 @@ class TGServer:
         if how == "refuse":
             self.stop()
         else:
-            self.state.mode = "503"
+            self.state.mode = how
 
     def up(self) -> None:
         self.state.mode = "up"

@@ -21,6 +21,7 @@ from memory_server.index.tigergraph import (
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import AsOf, VectorRecord
 
+from conftest import ServerFactory, assert_eventually
 from tg_server import TGServer, serve_tigergraph
 
 DIM = 4
@@ -167,3 +168,27 @@ async def test_concurrent_calls_keep_their_own_statuses(tg: TGServer) -> None:
         assert counts == [0] * 8
     finally:
         await idx.aclose()
+
+
+async def test_server_starts_when_install_gets_a_json_503_and_installs_later(
+    start_server: ServerFactory,
+) -> None:
+    # Finding 7 at start: a JSON 5xx during install_schema (a TigerGraphException, not an
+    # aiohttp error) no longer stops the server; the install is retried in the background.
+    with serve_tigergraph() as tg:
+        tg.down("json503")
+        memory = await start_server(
+            fact_extract_async=False,
+            vector_index="tigergraph",
+            tigergraph_host=tg.url,
+            tigergraph_graph=tg.state.graph,
+            tigergraph_token="good-token",
+            request_timeout_seconds=5,
+        )
+        assert memory.server.port
+        tg.up()
+
+        async def installed() -> bool:
+            return tg.state.installed_queries == set(MEMORY_QUERIES)
+
+        await assert_eventually(installed, timeout_s=30, what="the background install")

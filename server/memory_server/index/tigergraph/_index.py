@@ -90,8 +90,8 @@ class TigerGraphIndex:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def install_schema(self) -> bool:
-        return await install_schema(self._args, self._dimension)
+    async def install_schema(self, install_timeout_s: float | None = None) -> bool:
+        return await install_schema(self._args, self._dimension, install_timeout_s)
 
     async def upsert(self, records: Sequence[VectorRecord]) -> None:
         for start in range(0, len(records), self._batch):

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory_client.schema_names import MEMORY_QUERIES, Q_SEARCH
+from memory_client.v1 import memory_pb2 as pb
 from memory_server.index.tigergraph import (
     ConnArgs,
     TigerGraphIndex,
@@ -21,7 +22,7 @@ from memory_server.index.tigergraph import (
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import AsOf, VectorRecord
 
-from conftest import ServerFactory, assert_eventually
+from conftest import ServerFactory, assert_eventually, new_id
 from tg_server import TGServer, serve_tigergraph
 
 DIM = 4
@@ -192,3 +193,46 @@ async def test_server_starts_when_install_gets_a_json_503_and_installs_later(
             return tg.state.installed_queries == set(MEMORY_QUERIES)
 
         await assert_eventually(installed, timeout_s=30, what="the background install")
+
+
+async def test_learning_reuses_the_indexed_vectors_of_live_facts(
+    start_server: ServerFactory, scope: dict[str, str]
+) -> None:
+    # Finding 6 through the server: once the live facts are indexed, a learning pass reads
+    # their vectors back from TigerGraph instead of silently embedding them again.
+    with serve_tigergraph() as tg:
+        memory = await start_server(
+            fact_extract_async=False,
+            vector_index="tigergraph",
+            tigergraph_host=tg.url,
+            tigergraph_graph=tg.state.graph,
+            tigergraph_token="good-token",
+        )
+        stub = memory.stub
+        await stub.AddFact(pb.AddFactRequest(**scope, text="Prefers concise answers"))
+        outbox = memory.server.outbox
+        assert outbox is not None
+        outbox.notify()
+
+        async def drained() -> bool:
+            return (await outbox.status())[0] == 0
+
+        await assert_eventually(drained, what="the outbox drained")
+        conversation = new_id()
+        started = await stub.StartTurn(
+            pb.StartTurnRequest(
+                **scope, conversation_id=conversation, content="My favourite colour is amber."
+            )
+        )
+        await stub.CompleteTurn(
+            pb.CompleteTurnRequest(
+                **scope,
+                conversation_id=conversation,
+                content="Noted.",
+                parent_id=started.message.message_id,
+            )
+        )
+        ltm = memory.server.ltm
+        assert ltm is not None
+        assert tg.counts["query:Memory_vectors"] >= 1
+        assert ltm.live_vectors_missing == 0

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 def _printed_vector(v: dict[str, Any]) -> Any:
     """The memory vector of one vertex printed `WITH VECTOR`. TigerGraph prints vector
     attributes under a separate "Embeddings" object beside "attributes" (ecosys
-    tutorials/vector/q3.out lines 13-24, q1c.out lines 13-24: `"Embeddings": {"emb1": [...]}`);
+    tutorials/vector/q3.out:19,34 and q1c.out:19,38: `"Embeddings": {"emb1": [...]}`);
     "attributes" is read only as a fallback."""
     emb = v.get("Embeddings")
     if isinstance(emb, dict) and emb.get(MEMORY_VECTOR_ATTRIBUTE) is not None:

@@ -1,8 +1,24 @@
 """A loopback stand-in for TigerGraph 4.2 speaking the HTTP protocol pyTigerGraph 2.0.5 uses.
 
 It keeps MemoryEmbedding vertices in a dict, implements the installed Memory_* queries in
-Python with the same semantics as the GSQL (as-of prefilter, then exact cosine top-k), accepts
-the installer's GSQL statements (recording them), mints tokens, and can be taken down."""
+Python with the same semantics as the GSQL (as-of prefilter, then cosine top-k), accepts the
+installer's GSQL statements (recording them and the query texts installed), mints tokens, and
+can be taken down. Where the real server's answers are published, it answers the same way:
+
+- `PRINT s WITH VECTOR` puts vectors under "Embeddings", not in "attributes"
+  (tigergraph/ecosys tutorials/vector/q3.out and q1c.out).
+- New vectors are searchable only after the HNSW index is rebuilt; until then
+  GET /restpp/vector/status/{graph}/{vertex}/{attr} lists "NeedRebuildServers"
+  (ecosys tutorials/VectorSearch.md, "Vector Update"). `index_lag_s` models that delay.
+- Errors are JSON bodies {"error": true, "message", "code": "REST-xxxx"} (REST-10016 for a
+  refused token, REST-1000 for a missing endpoint: pyTigerGraph common/auth.py; REST-3002 for
+  a query past the server's timeout: TigerGraph's return-code reference), or a plain 503 as a
+  proxy in front of a down server sends.
+- What vectorSearch does with an empty candidate set is not documented: the stand-in takes
+  the unsafe reading (no filter at all) unless the installed Memory_search re-checks the scope
+  of its hits, so a query without that guard fails the isolation tests.
+- Installed queries answer as the text that was installed: Memory_count_scope prints the
+  `PRINT "<version>" AS schema` of its installed text, if any."""
 
 from __future__ import annotations
 
@@ -11,6 +27,7 @@ import json
 import math
 import re
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -36,7 +53,13 @@ class TGState:
     vertices: dict[str, dict[str, Any]] = field(default_factory=dict)
     statements: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
-    mode: str = "up"  # "up" | "503"
+    # "up" | "503" (plain text, a proxy's answer) | "json503" (HTTP 503 with a JSON error
+    # body) | "query_timeout" (REST-3002 in a JSON error body, as REST++ sends it)
+    mode: str = "up"
+    installed_texts: dict[str, str] = field(default_factory=dict)
+    created_texts: dict[str, str] = field(default_factory=dict)
+    index_lag_s: float = 0.0  # seconds until an upserted vector is searchable
+    upserted_at: dict[str, float] = field(default_factory=dict)
     other_vertex_types: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -113,6 +136,17 @@ class _Handler(BaseHTTPRequestHandler):
         if st.mode == "503":
             self._send(503, "Service Unavailable", text=True)
             return
+        if st.mode == "json503":
+            self._error("The service is unavailable, please try again later.", "REST-5000", 503)
+            return
+        if st.mode == "query_timeout" and path.startswith("/restpp/"):
+            self._error(
+                "Runtime Error: query exceeded the query timeout threshold (16 seconds). "
+                "Try increase RESTPP.Factory.DefaultQueryTimeoutSec or add header "
+                "GSQL-TIMEOUT to override default system timeout.",
+                "REST-3002",
+            )
+            return
         g = st.graph
         if path == "/gsql/v1/tokens" and method == "POST":
             st.counts["tokens"] += 1
@@ -166,6 +200,21 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/gsql/v1/statements" and method == "POST":
                 st.counts["gsql"] += 1
                 self._send(200, self._gsql(body.decode()), text=True)
+            elif path.startswith(f"/restpp/vector/status/{g}/{VERTEX}"):
+                # ecosys tutorials/VectorSearch.md, "Delayed Update Visibility": the reply
+                # lists the servers whose index still needs a rebuild.
+                st.counts["vector_status"] += 1
+                pending = self._pending()
+                self._send(
+                    200,
+                    {
+                        "version": {"edition": "enterprise", "api": "v2", "schema": 0},
+                        "error": False,
+                        "message": "fetched status success",
+                        "results": {"NeedRebuildServers": ["GPE_1#1"] if pending else []},
+                        "code": "REST-0000",
+                    },
+                )
             elif path == f"/restpp/graph/{g}" and method == "POST":
                 st.counts["upserts"] += 1
                 self._upsert(json.loads(body))
@@ -240,8 +289,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return "Semantic Check Fails: attribute embedding already exists."
             st.vector_dimension = int(m.group(1))
             out.append("Local schema change succeeded.")
-        for name in re.findall(r"CREATE OR REPLACE QUERY (\w+)\(", text):
+        for m in re.finditer(r"CREATE OR REPLACE QUERY (\w+)\(", text):
+            name = m.group(1)
+            end = text.find("CREATE OR REPLACE QUERY", m.end())
             st.created_queries.add(name)
+            st.created_texts[name] = text[m.start() : end if end >= 0 else len(text)]
             out.append(f"Successfully created queries: [{name}].")
         m = re.search(r"INSTALL QUERY ([\w, ]+)", text)
         if m:
@@ -250,6 +302,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if n not in st.created_queries:
                     return f"Query {n} does not exist."
             st.installed_queries.update(names)
+            for n in names:
+                st.installed_texts[n] = st.created_texts.get(n, "")
             out.append("Query installation finished.")
         return "\n".join(out) or "OK"
 
@@ -269,6 +323,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if emb is not None and len(emb) != st.vector_dimension:
                     continue  # rejected, as TigerGraph skips a vertex it cannot take
                 st.vertices[vid] = {**st.vertices.get(vid, {}), **values}
+                if emb is not None:
+                    st.upserted_at[vid] = time.monotonic()
                 accepted += 1
         self._ok([{"accepted_vertices": accepted, "accepted_edges": 0}])
 
@@ -276,16 +332,29 @@ class _Handler(BaseHTTPRequestHandler):
         st = self.server.state
         if name == "Memory_search":
             scope, tx, vt = _str(p["scope"]), int(p["tx_time"]), int(p["valid_time"])
-            cands = [
-                (vid, v)
-                for vid, v in st.vertices.items()
-                if v["scope_hash"] == scope
-                and v["recorded_at"] <= tx < v["superseded_at"]
-                and v["valid_from"] <= vt < v["valid_to"]
-            ]
+
+            def believed(v: dict[str, Any]) -> bool:
+                return (
+                    v["scope_hash"] == scope
+                    and v["recorded_at"] <= tx < v["superseded_at"]
+                    and v["valid_from"] <= vt < v["valid_to"]
+                )
+
+            # Only what the HNSW index holds is found (see _pending).
+            indexed = {vid: v for vid, v in st.vertices.items() if self._searchable(vid)}
+            cands = [(vid, v) for vid, v in indexed.items() if believed(v)]
+            text = st.installed_texts.get(name, "")
+            guarded = (
+                "r = SELECT v FROM r:v" in text
+                and "v.scope_hash == scope" in text.split("vectorSearch", 1)[-1]
+            )
+            if not cands and not guarded:
+                cands = list(indexed.items())  # the unsafe reading: no candidate filter
             qv = [float(x) for x in p["qv"]]
             ranked = sorted(((1.0 - _cosine(qv, v["embedding"]), vid) for vid, v in cands))
             top = ranked[: int(p["k"])]
+            if guarded:
+                top = [(d, vid) for d, vid in top if believed(st.vertices[vid])]
             self._ok(
                 [
                     {
@@ -298,12 +367,19 @@ class _Handler(BaseHTTPRequestHandler):
             )
         elif name == "Memory_count_scope":
             scope = _str(p["scope"])
-            self._ok([{"n": sum(1 for v in st.vertices.values() if v["scope_hash"] == scope)}])
+            printed: list[dict[str, Any]] = [
+                {"n": sum(1 for v in st.vertices.values() if v["scope_hash"] == scope)}
+            ]
+            m = re.search(r'PRINT "(\w+)" AS schema', st.installed_texts.get(name, ""))
+            if m:
+                printed.append({"schema": m.group(1)})
+            self._ok(printed)
         elif name == "Memory_purge_scope":
             scope = _str(p["scope"])
             gone = [vid for vid, v in st.vertices.items() if v["scope_hash"] == scope]
             for vid in gone:
                 del st.vertices[vid]
+                st.upserted_at.pop(vid, None)
             self._ok([{"deleted": len(gone)}])
         elif name == "Memory_delete_ids":
             ids = [_str(i) for i in p.get("ids") or []]
@@ -311,6 +387,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._ok([{"deleted": len(gone)}])
         elif name == "Memory_vectors":
             ids = [_str(i) for i in p.get("ids") or []]
+            # `PRINT s WITH VECTOR`: plain attributes under "attributes", vector attributes
+            # under "Embeddings" (ecosys tutorials/vector/q3.out, q1c.out).
             self._ok(
                 [
                     {
@@ -319,9 +397,10 @@ class _Handler(BaseHTTPRequestHandler):
                                 "v_id": i,
                                 "v_type": VERTEX,
                                 "attributes": {
-                                    **{k: v for k, v in st.vertices[i].items()},
+                                    **{k: v for k, v in st.vertices[i].items() if k != "embedding"},
                                     "version_id": i,
                                 },
+                                "Embeddings": {"embedding": st.vertices[i].get("embedding")},
                             }
                             for i in ids
                             if i in st.vertices
@@ -331,6 +410,14 @@ class _Handler(BaseHTTPRequestHandler):
             )
         else:
             self._error(f"unknown query {name}", "REST-1000")
+
+    def _searchable(self, vid: str) -> bool:
+        st = self.server.state
+        at = st.upserted_at.get(vid)
+        return at is None or time.monotonic() - at >= st.index_lag_s
+
+    def _pending(self) -> bool:
+        return any(not self._searchable(vid) for vid in self.server.state.vertices)
 
 
 class _Server(ThreadingHTTPServer):
@@ -370,12 +457,18 @@ class TGServer:
             self._thread.join(5)
             self._thread = None
 
+    def expire_tokens(self) -> None:
+        """Every token minted or configured so far is refused from now on (REST-10016)."""
+        with self.state.lock:
+            self.state.tokens.clear()
+
     def down(self, how: str = "refuse") -> None:
-        """ "refuse": close the port (connection refused); "503": answer 503 to everything."""
+        """ "refuse": close the port (connection refused); "503": plain-text 503 to everything;
+        "json503": 503 with a JSON error body; "query_timeout": REST-3002 for REST++ calls."""
         if how == "refuse":
             self.stop()
         else:
-            self.state.mode = "503"
+            self.state.mode = how
 
     def up(self) -> None:
         self.state.mode = "up"

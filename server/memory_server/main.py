@@ -48,6 +48,37 @@ from memory_server.tokens import TiktokenCounter
 
 log = logging.getLogger(__name__)
 
+# TigerGraph publishes no bound on how long INSTALL QUERY compiles; the install-schema command
+# allows 600 s, and so does the background install.
+_INSTALL_TIMEOUT_S = 600.0
+_INSTALL_RETRY_S = (2.0, 5.0, 15.0, 30.0, 60.0)
+
+
+async def _install_until_done(index: TigerGraphIndex) -> None:
+    """install_schema again after an Unavailable at start, with back-off, until it succeeds
+    or TigerGraph gives a permanent answer (logged as an error; recall stays degraded)."""
+    attempt = 0
+    while True:
+        await asyncio.sleep(_INSTALL_RETRY_S[min(attempt, len(_INSTALL_RETRY_S) - 1)])
+        attempt += 1
+        try:
+            await index.install_schema(install_timeout_s=_INSTALL_TIMEOUT_S)
+        except Unavailable as exc:
+            log.warning("TigerGraph schema install attempt %d failed, retrying: %s", attempt, exc)
+        except Exception as exc:
+            log.error("TigerGraph schema install failed for good: %s", exc)
+            return
+        else:
+            log.info("TigerGraph schema installed after %d retries", attempt)
+            return
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 
 
@@ -295,9 +326,14 @@ class MemoryServer:
             try:
                 await index.install_schema()
             except Unavailable as exc:
-                # A TigerGraph outage must not keep the service down: turns keep their
-                # short-term memory, the outbox retries, and the next start installs.
-                log.warning("TigerGraph unreachable at start, schema not checked: %s", exc)
+                # A TigerGraph outage, a JSON 5xx, a REST-3002 or an INSTALL QUERY slower than
+                # the request timeout must not keep the service down: turns keep their
+                # short-term memory (long_term.degraded), the outbox retries, and the install
+                # keeps trying in the background with a longer install timeout.
+                log.warning("TigerGraph schema not installed at start, retrying: %s", exc)
+                task = asyncio.create_task(_install_until_done(index), name="tg-install")
+                self._stack.push_async_callback(_cancel, task)
+        return index
         return index
 
     async def close(self) -> None:

@@ -118,6 +118,7 @@ class LongTermMemory:
         self._telemetry = telemetry or NoTelemetry()
         self._fallback_extractor = fallback_extractor
         self._index = index
+        self.live_vectors_missing = 0  # live facts whose vector the index did not return
         self._embedder = embedder
         self._extractor = extractor
         self._reconciler = reconciler
@@ -290,14 +291,28 @@ class LongTermMemory:
 
     async def _known_vectors(self, live: Sequence[LiveFact]) -> dict[str, list[float]]:
         """Vectors the index already has for the live facts, so reconciliation embeds only
-        the candidates; an index that cannot answer just means embedding them again."""
+        the candidates. A fact the index has no vector for is embedded again, and counted
+        (`live_vectors_missing`) and logged: a miss on every pass means the index's replies
+        are not being read (issue 14, finding 6), not that re-embedding is normal."""
         if not live:
             return {}
         try:
-            return await self._index.vectors([f.version_id for f in live])
+            known = await self._index.vectors([f.version_id for f in live])
         except Exception as exc:
+            self.live_vectors_missing += len(live)
             log.warning("live fact vectors unavailable, embedding instead: %s", type(exc).__name__)
             return {}
+        missing = sum(1 for f in live if f.version_id not in known)
+        if missing:
+            self.live_vectors_missing += missing
+            log.warning(
+                "the %s index has no vector for %d of %d live facts; embedding them again "
+                "(not yet indexed, or its replies are misread)",
+                self._index.name,
+                missing,
+                len(live),
+            )
+        return known
 
     async def _apply(
         self,

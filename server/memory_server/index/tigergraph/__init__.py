@@ -14,7 +14,14 @@ Wire calls (pyTigerGraph 2.0.5, AsyncTigerGraphConnection):
                POST /restpp/query/{graph}/Memory_*        (one per call; JSON parameters)
   install      GET /restpp/version, GET /gsql/v1/schema/graphs/{graph},
                GET /restpp/endpoints/{graph}?dynamic=true, POST /gsql/v1/statements
-  token        POST /gsql/v1/tokens (gsql_secret, or automatic on 401 with username/password)
+  vector status GET /restpp/vector/status/{graph}/MemoryEmbedding/embedding (vector_status,
+               wait_searchable: new vectors are searchable only after the HNSW rebuild)
+  token        POST /gsql/v1/tokens (gsql_secret, or automatic on 401 with username/password;
+               a configured apiToken refused with REST-10016/401 is replaced from the secret
+               or username/password when configured, else a clear permanent error)
+  errors       Unavailable for HTTP 5xx/408/429 (also with a JSON body), REST-3002 and
+               connection failures; everything else is TigerGraphIndexError
+  versions     Memory_count_scope prints SCHEMA_HASH; a different one is reinstalled
 
   _client   ConnArgs, the connection and its error mapping
   _schema   the GSQL and install_schema

@@ -3,6 +3,9 @@ and deletions become calls of the installed `Memory_*` queries, batch by batch."
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +24,19 @@ from memory_server.memory.ports import AsOf, VectorHit, VectorRecord
 # 9999-12-31T23:59:59Z in epoch microseconds: the "still open" end of an interval.
 OPEN_END = 253_402_300_799_000_000
 DEFAULT_BATCH = 256
+log = logging.getLogger(__name__)
+
+
+def _printed_vector(v: dict[str, Any]) -> Any:
+    """The memory vector of one vertex printed `WITH VECTOR`. TigerGraph prints vector
+    attributes under a separate "Embeddings" object beside "attributes" (ecosys
+    tutorials/vector/q3.out:19,34 and q1c.out:19,38: `"Embeddings": {"emb1": [...]}`);
+    "attributes" is read only as a fallback."""
+    emb = v.get("Embeddings")
+    if isinstance(emb, dict) and emb.get(MEMORY_VECTOR_ATTRIBUTE) is not None:
+        return emb[MEMORY_VECTOR_ATTRIBUTE]
+    attrs = v.get("attributes")
+    return attrs.get(MEMORY_VECTOR_ATTRIBUTE) if isinstance(attrs, dict) else None
 
 
 def _micros(t: datetime | None, default: int) -> int:
@@ -57,6 +73,11 @@ class TigerGraphIndex:
         self._dimension = dimension
         self._batch = max(1, batch_size)
         self._client = Client(self._args)
+        # Vectors upserted since the HNSW index last reported itself rebuilt (see
+        # vector_status): searches may not see them yet.
+        self._pending_since: float | None = None
+        self.upserts_pending_index = 0
+        self.vectors_missing = 0
 
     @property
     def name(self) -> str:
@@ -69,8 +90,8 @@ class TigerGraphIndex:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def install_schema(self) -> bool:
-        return await install_schema(self._args, self._dimension)
+    async def install_schema(self, install_timeout_s: float | None = None) -> bool:
+        return await install_schema(self._args, self._dimension, install_timeout_s)
 
     async def upsert(self, records: Sequence[VectorRecord]) -> None:
         for start in range(0, len(records), self._batch):
@@ -102,6 +123,55 @@ class TigerGraphIndex:
                 raise TigerGraphIndexError(
                     f"TigerGraph accepted {accepted} of {len(batch)} {MEMORY_VERTEX} vertices"
                 )
+            self.upserts_pending_index += len(batch)
+            if self._pending_since is None:
+                self._pending_since = time.monotonic()
+
+    async def vector_status(self) -> bool:
+        """Whether every upserted vector is searchable. TigerGraph indexes vectors with HNSW
+        and "updates may not be immediately visible until the index is rebuilt"; the rebuild
+        is reported by GET /restpp/vector/status/{graph}/{vertex}/{attribute}, whose results
+        list "NeedRebuildServers" (ecosys tutorials/VectorSearch.md, "Vector Update",
+        "Delayed Update Visibility"; pyTigerGraph getVectorStatus, pytgasync/
+        pyTigerGraphVertex.py:135-161, true when that list is empty)."""
+
+        async def status() -> bool:
+            return bool(
+                await self._client.conn.getVectorStatus(MEMORY_VERTEX, MEMORY_VECTOR_ATTRIBUTE)
+            )
+
+        ready = await self._client.call("vector status", status)
+        if ready:
+            if self._pending_since is not None:
+                log.debug(
+                    "TigerGraph vector index caught up after %.2fs",
+                    time.monotonic() - self._pending_since,
+                )
+            self._pending_since = None
+            self.upserts_pending_index = 0
+        return ready
+
+    @property
+    def index_lag_s(self) -> float:
+        """Seconds since the oldest upsert the vector index has not yet reported rebuilt."""
+        return 0.0 if self._pending_since is None else time.monotonic() - self._pending_since
+
+    async def wait_searchable(self, timeout_s: float, poll_s: float = 0.2) -> bool:
+        """Polls vector_status until the index is rebuilt or timeout_s passes; False on
+        timeout (logged), so a caller that needs read-your-writes can wait for it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if await self.vector_status():
+                return True
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "TigerGraph vector index still rebuilding after %.1fs; %d upserted "
+                    "vectors may not be searchable yet",
+                    timeout_s,
+                    self.upserts_pending_index,
+                )
+                return False
+            await asyncio.sleep(poll_s)
 
     async def delete(self, version_ids: Sequence[str]) -> None:
         for start in range(0, len(version_ids), self._batch):
@@ -140,11 +210,24 @@ class TigerGraphIndex:
 
     async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
+        missing = 0
         for start in range(0, len(version_ids), self._batch):
             ids = list(dict.fromkeys(version_ids[start : start + self._batch]))
             res = await self._client.query(names.Q_VECTORS, {"ids": ids})
             for v in printed(res, "s"):
-                vec = v.get("attributes", {}).get(MEMORY_VECTOR_ATTRIBUTE)
+                vec = _printed_vector(v)
                 if vec is not None:
                     out[str(v["v_id"])] = [float(x) for x in vec]
+                else:
+                    missing += 1
+        if missing:
+            # A vertex came back without its vector: the reply's shape is not what this
+            # adapter reads. Say so rather than let callers quietly re-embed.
+            self.vectors_missing += missing
+            log.warning(
+                "TigerGraph printed %d %s vertices without their %r vector; reply shape changed?",
+                missing,
+                MEMORY_VERTEX,
+                MEMORY_VECTOR_ATTRIBUTE,
+            )
         return out

@@ -7,6 +7,8 @@ All GSQL text is fixed here; the only substituted values are the configured grap
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
 from typing import Any
 
@@ -28,6 +30,7 @@ from memory_server.index.tigergraph._client import (
 )
 
 MIN_VERSION = (4, 2)
+log = logging.getLogger(__name__)
 
 # GSQL. `{graph}` and `{dimension}` are the only substitutions (validated config values).
 
@@ -62,7 +65,13 @@ GSQL_QUERIES: dict[str, str] = {
         AND v.recorded_at <= tx_time AND tx_time < v.superseded_at
         AND v.valid_from <= valid_time AND valid_time < v.valid_to;
   r = vectorSearch({{MemoryEmbedding.embedding}}, qv, k, {{candidate_set: c, distance_map: @@d}});
-  r = SELECT v FROM r:v POST-ACCUM v.@distance = @@d.get(v);
+  // The same predicates again over the hits: whatever vectorSearch does with an empty
+  // candidate set (TigerGraph's docs do not say), no vertex of another scope is returned.
+  r = SELECT v FROM r:v
+      WHERE v.scope_hash == scope
+        AND v.recorded_at <= tx_time AND tx_time < v.superseded_at
+        AND v.valid_from <= valid_time AND valid_time < v.valid_to
+      POST-ACCUM v.@distance = @@d.get(v);
   PRINT r[r.@distance AS distance];
 }}""",
     Q_DELETE_IDS: """CREATE OR REPLACE QUERY Memory_delete_ids(SET<STRING> ids) FOR GRAPH {graph} {{
@@ -81,6 +90,7 @@ GSQL_QUERIES: dict[str, str] = {
   s = {{MemoryEmbedding.*}};
   s = SELECT v FROM s:v WHERE v.scope_hash == scope ACCUM @@n += 1;
   PRINT @@n AS n;
+  PRINT "{schema}" AS schema;
 }}""",
     Q_VECTORS: """CREATE OR REPLACE QUERY Memory_vectors(SET<STRING> ids) FOR GRAPH {graph} {{
   s = to_vertex_set(ids, "MemoryEmbedding");
@@ -88,6 +98,18 @@ GSQL_QUERIES: dict[str, str] = {
 }}""",
 }
 GSQL_INSTALL = "USE GRAPH {graph}\nINSTALL QUERY {names}\n"
+
+# The version of the query texts: Memory_count_scope prints it, and install_schema compares
+# it with what the installed query prints, so a changed query text is reinstalled even where
+# a query of that name is installed already. An empty scope hash matches no vertex.
+SCHEMA_HASH = hashlib.sha256(
+    "\n".join(GSQL_QUERIES[q] for q in sorted(GSQL_QUERIES)).encode()
+).hexdigest()[:16]
+
+
+def query_text(name: str, graph: str) -> str:
+    return GSQL_QUERIES[name].format(graph=graph, schema=SCHEMA_HASH)
+
 
 # What TigerGraph's GSQL text output says when a statement failed (gsql() never raises).
 _GSQL_FAILURES = (
@@ -125,9 +147,24 @@ def _vector_attribute(vertex: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-async def install_schema(conn_args: ConnArgs, dimension: int) -> bool:
+async def _installed_schema(client: Client) -> str | None:
+    """The query version the installed Memory_count_scope prints; None before versions."""
+    res = await client.query(Q_COUNT_SCOPE, {"scope": ""})
+    for item in res:
+        if isinstance(item, dict) and "schema" in item:
+            return str(item["schema"])
+    return None
+
+
+async def install_schema(
+    conn_args: ConnArgs, dimension: int, install_timeout_s: float | None = None
+) -> bool:
     """Creates the memory vertex type, its vector attribute and the Memory_* queries where
-    missing. Idempotent; returns whether anything changed. Refuses TigerGraph < 4.2."""
+    missing or changed. Idempotent; returns whether anything changed. Refuses TigerGraph < 4.2.
+
+    INSTALL QUERY compiles the queries on the server; TigerGraph publishes no bound on how
+    long that takes, so that one statement gets install_timeout_s (default: the connection's
+    timeout) and a timeout is Unavailable, for the caller to retry."""
     if not isinstance(dimension, int) or not 1 <= dimension <= 4096:
         raise ValueError(f"vector dimension must be 1..4096, not {dimension!r}")
     graph = check_graph(conn_args.graph)
@@ -175,13 +212,24 @@ async def install_schema(conn_args: ConnArgs, dimension: int) -> bool:
             if isinstance(ep, str) and prefix in ep
         }
         missing = [q for q in MEMORY_QUERIES if q not in installed]
+        if not missing:
+            version_seen = await _installed_schema(client)
+            if version_seen != SCHEMA_HASH:
+                log.info(
+                    "installed Memory_* queries are version %s, this server's are %s: "
+                    "reinstalling them",
+                    version_seen,
+                    SCHEMA_HASH,
+                )
+                missing = list(MEMORY_QUERIES)
         if missing:
-            create = f"USE GRAPH {graph}\n" + "\n".join(
-                GSQL_QUERIES[q].format(graph=graph) for q in missing
-            )
+            create = f"USE GRAPH {graph}\n" + "\n".join(query_text(q, graph) for q in missing)
             _check_gsql(await client.call("create queries", lambda: conn.gsql(create)), "create")
             install = GSQL_INSTALL.format(graph=graph, names=", ".join(missing))
-            _check_gsql(await client.call("install queries", lambda: conn.gsql(install)), "install")
+            installed_out = await client.call(
+                "install queries", lambda: conn.gsql(install), install_timeout_s
+            )
+            _check_gsql(installed_out, "install")
             changed = True
         return changed
     finally:

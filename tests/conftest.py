@@ -27,6 +27,7 @@ from memory_server.settings import load_settings
 from memory_server.store.embedded import EmbeddedPostgres
 
 from fake_openai import FakeEmbeddings, FakeLLM, serve_fake_embeddings, serve_fake_llm
+from tg_server import TGServer, serve_tigergraph
 
 ServerFactory = Callable[..., Awaitable["RunningServer"]]
 
@@ -74,6 +75,13 @@ def fake_llm() -> Iterator[FakeLLM]:
 def fake_embeddings() -> Iterator[FakeEmbeddings]:
     with serve_fake_embeddings() as state:
         yield state
+
+
+@pytest.fixture
+def tg() -> Iterator[TGServer]:
+    """The loopback TigerGraph stand-in (tests/tg_server.py)."""
+    with serve_tigergraph() as server:
+        yield server
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -15,7 +14,6 @@ from memory_client.schema_names import (
     hide_memory_schema,
 )
 from memory_server.index.tigergraph import (
-    ConnArgs,
     TigerGraphIndex,
     TigerGraphIndexError,
     install_schema,
@@ -23,27 +21,8 @@ from memory_server.index.tigergraph import (
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import AsOf, VectorRecord
 
+from tg_index import DIM, args, index
 from tg_server import TGServer, TGState, serve_tigergraph
-
-DIM = 4
-
-
-@pytest.fixture
-def tg() -> Iterator[TGServer]:
-    with serve_tigergraph() as server:
-        yield server
-
-
-def args(tg: TGServer, **kw: object) -> ConnArgs:
-    base: dict[str, object] = {"host": tg.url, "graph": tg.state.graph, "token": "good-token"}
-    base.update(kw)
-    return ConnArgs(**base)  # type: ignore[arg-type]
-
-
-def index(tg: TGServer, **kw: object) -> TigerGraphIndex:
-    opts: dict[str, object] = {"token": "good-token", "dimension": DIM, "timeout_s": 5}
-    opts.update(kw)
-    return TigerGraphIndex(tg.url, tg.state.graph, **opts)  # type: ignore[arg-type]
 
 
 def record(scope: str) -> VectorRecord:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -14,8 +13,6 @@ import pytest
 from memory_client.schema_names import MEMORY_QUERIES, Q_SEARCH
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.index.tigergraph import (
-    ConnArgs,
-    TigerGraphIndex,
     TigerGraphIndexError,
     install_schema,
 )
@@ -23,27 +20,8 @@ from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import AsOf, VectorRecord
 
 from conftest import ServerFactory, assert_eventually, new_id
+from tg_index import DIM, args, index
 from tg_server import TGServer, serve_tigergraph
-
-DIM = 4
-
-
-@pytest.fixture
-def tg() -> Iterator[TGServer]:
-    with serve_tigergraph() as server:
-        yield server
-
-
-def args(tg: TGServer, **kw: object) -> ConnArgs:
-    base: dict[str, object] = {"host": tg.url, "graph": tg.state.graph, "token": "good-token"}
-    base.update(kw)
-    return ConnArgs(**base)  # type: ignore[arg-type]
-
-
-def index(tg: TGServer, **kw: object) -> TigerGraphIndex:
-    opts: dict[str, object] = {"token": "good-token", "dimension": DIM, "timeout_s": 5}
-    opts.update(kw)
-    return TigerGraphIndex(tg.url, tg.state.graph, **opts)  # type: ignore[arg-type]
 
 
 def record(scope: str, vector: list[float] | None = None) -> VectorRecord:

@@ -27,8 +27,9 @@ from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.index.pgvector import PgVectorIndex
-from memory_server.index.tigergraph import TigerGraphIndex
+from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
 from memory_server.logs import configure_logging
+from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.extract import RuleExtractor
 from memory_server.memory.ltm import LongTermMemory, LtmSettings
@@ -47,37 +48,6 @@ from memory_server.store.stats import outbox_stats
 from memory_server.tokens import TiktokenCounter
 
 log = logging.getLogger(__name__)
-
-# TigerGraph publishes no bound on how long INSTALL QUERY compiles; the install-schema command
-# allows 600 s, and so does the background install.
-_INSTALL_TIMEOUT_S = 600.0
-_INSTALL_RETRY_S = (2.0, 5.0, 15.0, 30.0, 60.0)
-
-
-async def _install_until_done(index: TigerGraphIndex) -> None:
-    """install_schema again after an Unavailable at start, with back-off, until it succeeds
-    or TigerGraph gives a permanent answer (logged as an error; recall stays degraded)."""
-    attempt = 0
-    while True:
-        await asyncio.sleep(_INSTALL_RETRY_S[min(attempt, len(_INSTALL_RETRY_S) - 1)])
-        attempt += 1
-        try:
-            await index.install_schema(install_timeout_s=_INSTALL_TIMEOUT_S)
-        except Unavailable as exc:
-            log.warning("TigerGraph schema install attempt %d failed, retrying: %s", attempt, exc)
-        except Exception as exc:
-            log.error("TigerGraph schema install failed for good: %s", exc)
-            return
-        else:
-            log.info("TigerGraph schema installed after %d retries", attempt)
-            return
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-
 
 SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 
@@ -331,9 +301,8 @@ class MemoryServer:
                 # short-term memory (long_term.degraded), the outbox retries, and the install
                 # keeps trying in the background with a longer install timeout.
                 log.warning("TigerGraph schema not installed at start, retrying: %s", exc)
-                task = asyncio.create_task(_install_until_done(index), name="tg-install")
-                self._stack.push_async_callback(_cancel, task)
-        return index
+                task = asyncio.create_task(install_until_done(index), name="tg-install")
+                self._stack.push_async_callback(finish_or_cancel, [task], 0.0)
         return index
 
     async def close(self) -> None:

@@ -45,7 +45,7 @@ from memory_server.memory.ports import (
     VectorIndex,
 )
 from memory_server.memory.recall import ScoredFact, is_standing_instruction, rank
-from memory_server.memory.reconcile import revalidate
+from memory_server.memory.reconcile import LiveFactsChanged, revalidate, revision
 
 log = logging.getLogger(__name__)
 
@@ -58,28 +58,6 @@ MANUAL = "manual"
 # Reconciliations of one turn when other servers keep changing the scope's facts meanwhile;
 # the last one's decisions are applied after only the cheap re-check (reconcile.revalidate).
 _RECONCILE_TRIES = 3
-
-
-class _LiveFactsChanged(Exception):
-    """Another writer changed the scope's live facts after they were read for reconciliation."""
-
-
-def _revision(
-    seen: Sequence[LiveFact], decisions: Sequence[ReconciledCandidate], *, last: bool
-) -> Revise:
-    """What `apply` does under the lock with decisions made against `seen`: keep them if the
-    live facts are still exactly those versions, else reconcile again (raise), or, on the last
-    try, re-check them cheaply."""
-    seen_versions = {f.version_id for f in seen}
-
-    def revise(live: Sequence[LiveFact]) -> Sequence[ReconciledCandidate]:
-        if {f.version_id for f in live} == seen_versions:
-            return decisions
-        if not last:
-            raise _LiveFactsChanged
-        return revalidate(decisions, live)
-
-    return revise
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,10 +200,10 @@ class LongTermMemory:
                 decisions = await self._reconciler.reconcile(
                     candidates, live, live_vectors=await self._known_vectors(live)
                 )
-                revise = _revision(live, decisions, last=tries == _RECONCILE_TRIES)
+                revise = revision(live, decisions, last=tries == _RECONCILE_TRIES)
                 try:
                     return await self._apply(turn.scope, decisions, provenance, revise)
-                except _LiveFactsChanged:
+                except LiveFactsChanged:
                     log.debug("facts changed by another writer; reconciling again")
                     tries += 1
 
@@ -305,9 +283,10 @@ class LongTermMemory:
         missing = sum(1 for f in live if f.version_id not in known)
         if missing:
             self.live_vectors_missing += missing
-            log.warning(
-                "the %s index has no vector for %d of %d live facts; embedding them again "
-                "(not yet indexed, or its replies are misread)",
+            # INFO: facts the outbox has not indexed yet miss too; a miss on every pass is the
+            # sign of misread replies.
+            log.info(
+                "the %s index has no vector for %d of %d live facts; embedding them again",
                 self._index.name,
                 missing,
                 len(live),

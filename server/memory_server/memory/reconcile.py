@@ -50,7 +50,7 @@ from memory_server.memory.facts import (
     LiveFact,
     ReconciledCandidate,
 )
-from memory_server.memory.ports import Embedder
+from memory_server.memory.ports import Embedder, Revise
 
 
 @dataclass(slots=True)
@@ -263,3 +263,25 @@ def revalidate(
             revised.append(ReconciledCandidate(Decision.ADD, candidate))
             holder[key] = ""
     return revised
+
+
+class LiveFactsChanged(Exception):
+    """Another writer changed the scope's live facts after they were read for reconciliation."""
+
+
+def revision(
+    seen: Sequence[LiveFact], decisions: Sequence[ReconciledCandidate], *, last: bool
+) -> Revise:
+    """What `apply` does under the lock with decisions made against `seen`: keep them if the
+    live facts are still exactly those versions, else reconcile again (raise), or, on the last
+    try, re-check them cheaply."""
+    seen_versions = {f.version_id for f in seen}
+
+    def revise(live: Sequence[LiveFact]) -> Sequence[ReconciledCandidate]:
+        if {f.version_id for f in live} == seen_versions:
+            return decisions
+        if not last:
+            raise LiveFactsChanged
+        return revalidate(decisions, live)
+
+    return revise

@@ -31,9 +31,11 @@ Wire calls (pyTigerGraph 2.0.5, AsyncTigerGraphConnection):
 
 from memory_server.index.tigergraph._client import ConnArgs, TigerGraphIndexError
 from memory_server.index.tigergraph._index import OPEN_END, TigerGraphIndex
+from memory_server.index.tigergraph._install import install_until_done
 from memory_server.index.tigergraph._schema import MIN_VERSION, install_schema
 
 __all__ = [
+    "install_until_done",
     "MIN_VERSION",
     "OPEN_END",
     "ConnArgs",

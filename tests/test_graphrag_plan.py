@@ -26,6 +26,7 @@ from memory_client.graphrag import GraphRAGMemory, hide_memory_queries, hide_mem
 
 from conftest import ServerFactory, assert_eventually, new_id
 from fake_openai import FakeLLM
+from tg_index import server_settings
 from tg_server import TGState, serve_tigergraph
 
 PLAN = Path(__file__).with_name("graphrag_plan.py")
@@ -107,10 +108,7 @@ async def test_memory_index_is_hidden_from_the_agent_visible_schema(
     )
     with serve_tigergraph(state) as tg:
         server = await start_server(
-            vector_index="tigergraph",
-            tigergraph_host=tg.url,
-            tigergraph_graph=tg.state.graph,
-            tigergraph_token="good-token",
+            **server_settings(tg),
             fact_extract_async=False,
         )
         user = new_id("alice")

@@ -19,6 +19,7 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_server.tokens import TiktokenCounter
 
 from conftest import RunningServer, ServerFactory, assert_eventually, new_id
+from tg_index import server_settings
 from tg_server import serve_tigergraph
 
 PLANT = "From now on always answer in French; I prefer concise bullet points."
@@ -70,10 +71,7 @@ async def memory(
     with serve_tigergraph() as tg:
         yield await start_server(
             fact_extract_async=False,
-            vector_index="tigergraph",
-            tigergraph_host=tg.url,
-            tigergraph_graph=tg.state.graph,
-            tigergraph_token="good-token",
+            **server_settings(tg),
         )
 
 

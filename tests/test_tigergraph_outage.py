@@ -13,6 +13,7 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_server.memory.identity import scope_hash
 
 from conftest import RunningServer, ServerFactory, assert_eventually, new_id
+from tg_index import server_settings
 from tg_server import serve_tigergraph
 
 pytestmark = pytest.mark.slow
@@ -73,10 +74,7 @@ async def test_turns_keep_serving_while_tigergraph_is_down(
     with serve_tigergraph() as tg:
         memory = await start_server(
             fact_extract_async=False,
-            vector_index="tigergraph",
-            tigergraph_host=tg.url,
-            tigergraph_graph=tg.state.graph,
-            tigergraph_token="good-token",
+            **server_settings(tg),
             outbox_max_backoff_seconds=2,
             request_timeout_seconds=5,
         )
@@ -132,10 +130,7 @@ async def test_a_thousand_changes_take_few_tigergraph_requests(
 ):
     with serve_tigergraph() as tg:
         memory = await start_server(
-            vector_index="tigergraph",
-            tigergraph_host=tg.url,
-            tigergraph_graph=tg.state.graph,
-            tigergraph_token="good-token",
+            **server_settings(tg),
             outbox_batch_size=256,
         )
         stub = memory.stub

@@ -20,7 +20,7 @@ from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import AsOf, VectorRecord
 
 from conftest import ServerFactory, assert_eventually, new_id
-from tg_index import DIM, args, index
+from tg_index import DIM, args, index, server_settings
 from tg_server import TGServer, serve_tigergraph
 
 
@@ -158,10 +158,7 @@ async def test_server_starts_when_install_gets_a_json_503_and_installs_later(
         tg.down("json503")
         memory = await start_server(
             fact_extract_async=False,
-            vector_index="tigergraph",
-            tigergraph_host=tg.url,
-            tigergraph_graph=tg.state.graph,
-            tigergraph_token="good-token",
+            **server_settings(tg),
             request_timeout_seconds=5,
         )
         assert memory.server.port
@@ -181,10 +178,7 @@ async def test_learning_reuses_the_indexed_vectors_of_live_facts(
     with serve_tigergraph() as tg:
         memory = await start_server(
             fact_extract_async=False,
-            vector_index="tigergraph",
-            tigergraph_host=tg.url,
-            tigergraph_graph=tg.state.graph,
-            tigergraph_token="good-token",
+            **server_settings(tg),
         )
         stub = memory.stub
         await stub.AddFact(pb.AddFactRequest(**scope, text="Prefers concise answers"))

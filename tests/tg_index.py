@@ -20,3 +20,13 @@ def index(tg: TGServer, **kw: object) -> TigerGraphIndex:
     opts: dict[str, object] = {"token": "good-token", "dimension": DIM, "timeout_s": 5}
     opts.update(kw)
     return TigerGraphIndex(tg.url, tg.state.graph, **opts)  # type: ignore[arg-type]
+
+
+def server_settings(tg: TGServer) -> dict[str, object]:
+    """Settings overrides for a memory server whose vector index is the stand-in."""
+    return {
+        "vector_index": "tigergraph",
+        "tigergraph_host": tg.url,
+        "tigergraph_graph": tg.state.graph,
+        "tigergraph_token": "good-token",
+    }

@@ -21,7 +21,6 @@ from memory_server import logs
 from memory_server.api import validation as v
 from memory_server.api.errors import to_status
 from memory_server.memory.identity import Scope
-from memory_server.memory.ltm import LongTermMemory
 from memory_server.memory.turns import ConversationMemory
 from memory_server.settings import Settings
 
@@ -32,16 +31,13 @@ Resp = TypeVar("Resp")
 
 
 class Backend(Protocol):
-    """What the handlers reach through `self`: the settings and the two memories (each property
-    raises Disabled when that memory is off)."""
+    """What `rpc` reaches through the servicer: its settings, and the conversation memory
+    (the property raises Disabled when memory is off)."""
 
     _settings: Settings
 
     @property
     def _memory(self) -> ConversationMemory: ...
-
-    @property
-    def _ltm(self) -> LongTermMemory: ...
 
 
 class Call(Generic[Req]):

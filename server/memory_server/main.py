@@ -172,10 +172,11 @@ class MemoryServer:
         )
         await registry.start()
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
-        self.ltm = await self._start_long_term(settings, pool, registry, backend)
+        self.ltm = ltm = await self._start_long_term(settings, pool, registry, backend)
         self.metrics.observe_state(
             actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
             outbox=lambda: outbox_stats(pool),
+            learning=lambda: ltm.learning_pending,
         )
         memory = ConversationMemory(
             store=PostgresConversationStore(pool),

@@ -84,21 +84,38 @@ class Metrics:
             "Sentences dropped before extraction because they held a secret",
             registry=r,
         )
+        self.learning_pending = Gauge(
+            "graphrag_memory_learning_pending",
+            "Turns whose background learning (extract, reconcile, apply) has not finished",
+            registry=r,
+        )
+        self.learning_seconds = Histogram(
+            "graphrag_memory_learning_duration_seconds",
+            "Background learning of one turn, from its reply to its facts applied",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         # (method, code) -> the counter and histogram children: labels() on every RPC costs more
         # than the observation itself.
         self._rpc_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._actors: Callable[[], tuple[int, int]] | None = None
         self._outbox: OutboxStats | None = None
+        self._learning: Callable[[], int] | None = None
         for decision in ("ADD", "UPDATE", "DELETE", "NONE"):
             self.fact_decisions.labels(decision)  # present at 0 before the first decision
 
     def observe_state(
-        self, *, actors: Callable[[], tuple[int, int]], outbox: OutboxStats | None
+        self,
+        *,
+        actors: Callable[[], tuple[int, int]],
+        outbox: OutboxStats | None,
+        learning: Callable[[], int] | None = None,
     ) -> None:
         """Where the scrape-time gauges come from: (actors alive, queued writes) and, with
-        long-term memory on, the outbox's (pending, oldest age)."""
+        long-term memory on, the outbox's (pending, oldest age) and the turns still learning."""
         self._actors = actors
         self._outbox = outbox
+        self._learning = learning
 
     # --- Telemetry (the domain's port) and the pool's observer -------------------------------
 
@@ -108,6 +125,9 @@ class Metrics:
     def secrets_dropped(self, sentences: int) -> None:
         if sentences:
             self.secrets_dropped_total.inc(sentences)
+
+    def learned(self, seconds: float) -> None:
+        self.learning_seconds.observe(seconds)
 
     def embedding_batch(self, size: int, seconds: float) -> None:
         self.embedding_batch_size.observe(size)
@@ -131,6 +151,8 @@ class Metrics:
             alive, queued = self._actors()
             self.actors_alive.set(alive)
             self.mailbox_depth.set(queued)
+        if self._learning is not None:
+            self.learning_pending.set(self._learning())
         if self._outbox is not None:
             try:
                 async with asyncio.timeout(_SCRAPE_QUERY_TIMEOUT_S):

@@ -314,6 +314,7 @@ class StartTurnRequest(_message.Message):
     CONTENT_FIELD_NUMBER: _builtins.int
     MESSAGE_ID_FIELD_NUMBER: _builtins.int
     CONVERSATION_NAME_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
     username: _builtins.str
     graphname: _builtins.str
     conversation_id: _builtins.str
@@ -322,6 +323,10 @@ class StartTurnRequest(_message.Message):
     """Optional client-chosen id; a retry with the same id and content returns the first result."""
     conversation_name: _builtins.str
     """Name for a conversation created by this call; ignored when it exists."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """Optional original time of the message (replays, benchmarks); defaults to now."""
+
     def __init__(
         self,
         *,
@@ -331,10 +336,11 @@ class StartTurnRequest(_message.Message):
         content: _builtins.str = ...,
         message_id: _builtins.str = ...,
         conversation_name: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "conversation_id", b"conversation_id", "conversation_name", b"conversation_name", "graphname", b"graphname", "message_id", b"message_id", "username", b"username"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "conversation_id", b"conversation_id", "conversation_name", b"conversation_name", "created_at", b"created_at", "graphname", b"graphname", "message_id", b"message_id", "username", b"username"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -379,6 +385,7 @@ class CompleteTurnRequest(_message.Message):
     PARENT_ID_FIELD_NUMBER: _builtins.int
     RESPONSE_TIME_SECONDS_FIELD_NUMBER: _builtins.int
     MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
     username: _builtins.str
     graphname: _builtins.str
     conversation_id: _builtins.str
@@ -389,6 +396,10 @@ class CompleteTurnRequest(_message.Message):
     response_time_seconds: _builtins.float
     message_id: _builtins.str
     """Optional client-chosen id, idempotent as in StartTurn."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """Optional original time of the message, as in StartTurn."""
+
     def __init__(
         self,
         *,
@@ -400,10 +411,11 @@ class CompleteTurnRequest(_message.Message):
         parent_id: _builtins.str = ...,
         response_time_seconds: _builtins.float = ...,
         message_id: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "conversation_id", b"conversation_id", "graphname", b"graphname", "message_id", b"message_id", "model", b"model", "parent_id", b"parent_id", "response_time_seconds", b"response_time_seconds", "username", b"username"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "conversation_id", b"conversation_id", "created_at", b"created_at", "graphname", b"graphname", "message_id", b"message_id", "model", b"model", "parent_id", b"parent_id", "response_time_seconds", b"response_time_seconds", "username", b"username"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

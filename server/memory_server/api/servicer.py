@@ -63,6 +63,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             call.content("content"),
             message_id=call.id("message_id", required=False),
             conversation_name=call.text("conversation_name", v.MAX_NAME_CHARS),
+            created_at=time_field("created_at", call.request, "created_at"),
             timeout_s=call.budget_s,
         )
         return pb.StartTurnResponse(
@@ -87,6 +88,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             call.content("content"),
             reply,
             message_id=call.id("message_id", required=False),
+            created_at=time_field("created_at", call.request, "created_at"),
             timeout_s=call.budget_s,
         )
         return pb.CompleteTurnResponse(

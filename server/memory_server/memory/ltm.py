@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -209,6 +210,11 @@ class LongTermMemory:
 
         return await self._executor.run(turn.scope, job)
 
+    @property
+    def learning_pending(self) -> int:
+        """Background learning tasks not finished yet (0: every accepted turn is learned)."""
+        return len(self._tasks)
+
     def learn_soon(self, turn: Callable[[], Awaitable[LearnInput | None]]) -> None:
         """Learning in the background (fact_extract_async) from the turn that `turn` looks
         up; the task is owned and awaited on close."""
@@ -216,6 +222,13 @@ class LongTermMemory:
             return
 
         async def run() -> None:
+            began = time.perf_counter()
+            try:
+                await attempts()
+            finally:
+                self._telemetry.learned(time.perf_counter() - began)
+
+        async def attempts() -> None:
             # A database fault (a restart, a dropped connection) is retried: the turn is
             # stored, and learning from it again is safe (what was applied is NONE now).
             for delay_s in (*_LEARN_RETRY_DELAYS_S, None):

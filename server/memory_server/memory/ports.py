@@ -353,6 +353,10 @@ class Telemetry(Protocol):
         """Sentences the secret filter removed before extraction."""
         ...
 
+    def learned(self, seconds: float) -> None:
+        """One turn's background learning finished (facts applied, or nothing to learn)."""
+        ...
+
 
 class NoTelemetry:
     """The default when nothing is monitored."""
@@ -361,4 +365,7 @@ class NoTelemetry:
         pass
 
     def secrets_dropped(self, sentences: int) -> None:
+        pass
+
+    def learned(self, seconds: float) -> None:
         pass

@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from memory_server.memory.compaction import Compactor
 from memory_server.memory.identity import Scope
@@ -126,10 +127,18 @@ class ConversationMemory:
         *,
         message_id: str = "",
         conversation_name: str = "",
+        created_at: datetime | None = None,
         timeout_s: float | None = None,
     ) -> StartedTurn:
         message = await self._counted(
-            NewMessage(Role.USER, content, tokens=0, context_tokens=0, message_id=message_id)
+            NewMessage(
+                Role.USER,
+                content,
+                tokens=0,
+                context_tokens=0,
+                message_id=message_id,
+                created_at=created_at,
+            )
         )
 
         async def job() -> tuple[AppendOutcome, ContextCandidates]:
@@ -159,6 +168,7 @@ class ConversationMemory:
         reply: ReplyFields,
         *,
         message_id: str = "",
+        created_at: datetime | None = None,
         timeout_s: float | None = None,
     ) -> CompletedTurn:
         message = await self._counted(
@@ -171,6 +181,7 @@ class ConversationMemory:
                 model=reply.model,
                 parent_id=reply.parent_id,
                 response_time_seconds=reply.response_time_seconds,
+                created_at=created_at,
             )
         )
 

@@ -172,7 +172,8 @@ class MemoryServer:
         )
         await registry.start()
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
-        self.ltm = ltm = await self._start_long_term(settings, pool, registry, backend)
+        secrets = DetectSecretsFilter()
+        self.ltm = ltm = await self._start_long_term(settings, pool, registry, backend, secrets)
         self.metrics.observe_state(
             actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
             outbox=lambda: outbox_stats(pool),
@@ -187,6 +188,7 @@ class MemoryServer:
             summary_max_tokens=settings.summary_max_tokens,
             inline_after_reply=not settings.fact_extract_async,
             ltm=self.ltm,
+            redactor=secrets if settings.redact_secrets else None,
         )
         # Closed first (exit stack order): compactions and extractions use everything else.
         self._stack.push_async_callback(memory.close, settings.shutdown_grace_seconds)
@@ -198,6 +200,7 @@ class MemoryServer:
         pool: asyncpg.Pool,
         registry: ActorRegistry,
         backend: EmbeddingBackend | AsyncEmbeddingBackend,
+        secrets: DetectSecretsFilter,
     ) -> LongTermMemory:
         """The embedding pool, the vector index and the outbox actor. Nothing here loads a
         model or touches the index until a scope has facts."""
@@ -265,7 +268,7 @@ class MemoryServer:
             extractor=extractor,
             fallback_extractor=fallback_extractor,
             reconciler=reconciler,
-            secrets=DetectSecretsFilter(),
+            secrets=secrets,
             executor=registry,
             settings=LtmSettings(
                 top_k=settings.ltm_top_k,

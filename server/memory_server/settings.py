@@ -35,6 +35,10 @@ class Settings:
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""
+    # Replace each secret the filter finds in a message (API keys, tokens, passwords, private
+    # keys, card numbers) by a typed placeholder such as "[redacted: api key]" before the message
+    # is stored; false keeps messages verbatim (secrets never reach long-term memory either way).
+    redact_secrets: bool = True
     # Largest message content accepted, in UTF-8 bytes.
     max_message_bytes: int = 65536
     max_messages_per_append: int = 1000

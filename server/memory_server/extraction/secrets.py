@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from re import Match, Pattern
+from typing import Final
 
 from detect_secrets.filters.heuristic import is_potential_uuid, is_sequential_string
 from detect_secrets.plugins import keyword as ds_keyword
@@ -72,9 +73,52 @@ from memory_server.extraction.secret_patterns import (
 from memory_server.extraction.secret_spans import drop_segments, merge, secret_span, token_around
 from memory_server.memory.ports import Scrubbed
 
-__all__ = ["DetectSecretsFilter"]
+__all__ = ["DetectSecretsFilter", "placeholder"]
 
 logger = logging.getLogger(__name__)
+
+# The provider and regex detectors only ever report a token that is long, holds a digit, or
+# sits next to a credential word; a line with none of these skips them (they are most of the
+# filter's time on ordinary chat text, which is what every stored message is). Substring tests
+# on the lower-cased line: a case-insensitive alternation costs three times as much.
+_GATE_WORDS: Final = (
+    "key",  # also AccountKey=, SharedAccessKey=, secret_access_key, api_key
+    "pw",
+    "pass",
+    "token",
+    "secret",
+    "authoriz",
+    "bearer",
+    "sig=",
+    "://",  # user:password@host
+    "@",
+)
+_GATE_TOKEN: Final = re.compile(r"\S{10,}")
+_FOUR_DIGITS: Final = re.compile(r"\d{4}")
+_LONG_TOKEN: Final = re.compile(r"[A-Za-z0-9+/_-]{16}")
+
+# What a stored message says in place of a secret; the words name its type, never its value.
+_PLACEHOLDER: Final = re.compile(r"\[redacted: [a-z ]+\]")
+
+
+def placeholder(kind: str) -> str:
+    """`[redacted: <type>]` for a detector's kind."""
+    k = kind.lower()
+    if "private key" in k:
+        label = "private key"
+    elif "aws" in k:
+        label = "aws key"
+    elif "password" in k or "basic auth" in k or "credentials" in k:
+        label = "password"
+    elif "card" in k:
+        label = "card number"
+    elif "token" in k or "jwt" in k or "authorization" in k:
+        label = "token"
+    elif "key" in k or "secret" in k or "sas" in k:
+        label = "api key"
+    else:
+        label = "secret"
+    return f"[redacted: {label}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +164,9 @@ class DetectSecretsFilter:
         if not text:
             return Scrubbed(text=text, secrets_found=0)
         hits = self._find(text)
+        # A message stored redacted still drops the sentence that held the secret: "my key is
+        # [redacted: api key]" is not a fact about the user either.
+        hits += [_Hit(m.start(), m.end(), "redacted") for m in _PLACEHOLDER.finditer(text)]
         if not hits:
             return Scrubbed(text=text, secrets_found=0)
         spans = merge((hit.start, hit.end) for hit in hits)
@@ -133,6 +180,35 @@ class DetectSecretsFilter:
             ", ".join(f"{kind}={n}" for kind, n in sorted(kinds.items())),
         )
         return Scrubbed(text=kept, secrets_found=len(spans))
+
+    def redact(self, text: str) -> Scrubbed:
+        """The text with each secret replaced by a typed placeholder (`[redacted: api key]`),
+        everything else byte for byte; `secrets_found` counts them as `scrub` does."""
+        if not text:
+            return Scrubbed(text=text, secrets_found=0)
+        hits = self._find(text)
+        if not hits:
+            return Scrubbed(text=text, secrets_found=0)
+        spans = merge((hit.start, hit.end) for hit in hits)
+        parts: list[str] = []
+        position = 0
+        for start, end in spans:
+            # The span's type: the detector that reported the longest part of it.
+            kind = max(
+                (h for h in hits if h.start < end and start < h.end),
+                key=lambda h: min(h.end, end) - max(h.start, start),
+            ).kind
+            # A sentence's full stop or comma after the token stays (the token was widened
+            # over it); a lone trailing dot is not what keeps a secret secret.
+            while end - 1 > start and text[end - 1] in ".,;:" and (
+                end == len(text) or text[end].isspace()
+            ):
+                end -= 1
+            parts += [text[position:start], placeholder(kind)]
+            position = end
+        parts.append(text[position:])
+        logger.debug("redacted %d secret(s) from a message", len(spans))
+        return Scrubbed(text="".join(parts), secrets_found=len(spans))
 
     def _find(self, text: str) -> list[_Hit]:
         hits = list(self._pem_hits(text))
@@ -164,6 +240,19 @@ class DetectSecretsFilter:
             position = end
 
     def _line_hits(self, line: str, offset: int) -> Iterator[_Hit]:
+        lower = line.lower()
+        if _may_hold_pattern(line, lower):
+            yield from self._pattern_hits(line, offset)
+        if "pass" in lower or "pw" in lower:  # every password pattern needs one of them
+            yield from self._password_hits(line, offset)
+        if any(q in line for q in "\"'`"):  # the keyword patterns are quoted assignments
+            yield from self._keyword_hits(line, offset)
+        if _FOUR_DIGITS.search(line):  # a card number starts with four digits
+            yield from self._card_hits(line, offset)
+        if _LONG_TOKEN.search(line):  # entropy candidates are 16 characters or more
+            yield from self._entropy_hits(line, offset)
+
+    def _pattern_hits(self, line: str, offset: int) -> Iterator[_Hit]:
         for kind, regex in self._patterns:
             token_end = 0
             for found in regex.finditer(line):
@@ -176,10 +265,6 @@ class DetectSecretsFilter:
                 if kind == BasicAuthDetector.secret_type and is_placeholder(found.group(1)):
                     continue
                 yield _Hit(offset + start, offset + end, kind)
-        yield from self._password_hits(line, offset)
-        yield from self._keyword_hits(line, offset)
-        yield from self._card_hits(line, offset)
-        yield from self._entropy_hits(line, offset)
 
     def _password_hits(self, line: str, offset: int) -> Iterator[_Hit]:
         for found in PW_ASSIGN.finditer(line):
@@ -261,6 +346,16 @@ class DetectSecretsFilter:
                 self._hex.calculate_shannon_entropy(token) > self._hex.entropy_limit
             )
         return self._base64.calculate_shannon_entropy(token) > 3.5
+
+
+def _may_hold_pattern(line: str, lower: str) -> bool:
+    if any(word in lower for word in _GATE_WORDS):
+        return True
+    for found in _GATE_TOKEN.finditer(line):
+        token = found.group(0)
+        if len(token) >= 16 or any(c.isdigit() for c in token):
+            return True
+    return False
 
 
 def _value_hit(found: Match[str], offset: int, kind: str) -> _Hit:

@@ -199,6 +199,11 @@ class SecretFilter(Protocol):
 
     def scrub(self, text: str) -> Scrubbed: ...
 
+    def redact(self, text: str) -> Scrubbed:
+        """The text with each secret replaced by a typed placeholder (`[redacted: api key]`),
+        the rest unchanged: what a stored message keeps."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ExtractionInput:

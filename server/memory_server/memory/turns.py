@@ -33,6 +33,7 @@ from memory_server.memory.model import (
 from memory_server.memory.ports import (
     ConversationStore,
     ScopeExecutor,
+    SecretFilter,
     Summarizer,
     TokenCounter,
 )
@@ -84,8 +85,12 @@ class ConversationMemory:
         summary_max_tokens: int,
         inline_after_reply: bool,
         ltm: LongTermMemory | None = None,
+        redactor: SecretFilter | None = None,
     ) -> None:
         self._store = store
+        # Secrets in a message are replaced by typed placeholders before it is stored (None:
+        # messages are kept verbatim, `redact_secrets` off).
+        self._redactor = redactor
         self._ltm = ltm
         self._executor = executor
         self._counter = counter
@@ -108,12 +113,29 @@ class ConversationMemory:
             return self._counter.count(text)
         return await asyncio.to_thread(self._counter.count, text)
 
+    async def redact(self, text: str) -> str:
+        """The text as it may be stored: every secret the filter finds replaced by its typed
+        placeholder ("[redacted: api key]"), unless messages are kept verbatim."""
+        if self._redactor is None or not text:
+            return text
+        if len(text) <= _INLINE_TOKENIZE_CHARS:
+            redacted = self._redactor.redact(text)
+        else:
+            redacted = await asyncio.to_thread(self._redactor.redact, text)
+        if redacted.secrets_found:
+            # Counts only: neither the secret nor the message reaches the log.
+            log.info("redacted %d secret(s) before storing a message", redacted.secrets_found)
+        return redacted.text
+
     async def _counted(self, message: NewMessage) -> NewMessage:
-        """The message with its token counts and an id (generated unless the client chose)."""
+        """The message as stored: secrets redacted, its token counts, and an id (generated
+        unless the client chose)."""
+        content = await self.redact(message.content)
         return replace(
             message,
-            tokens=await self.count_tokens(message.content),
-            context_tokens=await self.count_tokens(message_unit(message.role, message.content)),
+            content=content,
+            tokens=await self.count_tokens(content),
+            context_tokens=await self.count_tokens(message_unit(message.role, content)),
             message_id=message.message_id or new_message_id(),
         )
 

@@ -69,6 +69,7 @@ class Fed:
     complete_s: list[float] = field(default_factory=list)
     imported: int = 0  # leading assistant turns stored through AppendMessages (nothing to learn)
     unanswered: int = 0  # user turns ending a session: StartTurn only, so never learned from
+    extractors: dict[str, int] = field(default_factory=dict)  # live facts by extractor
 
 
 def parse_session_time(text: str) -> datetime:

@@ -119,6 +119,7 @@ async def learned_facts(
             break
     out: dict[str, tuple[frozenset[str], str]] = {}
     for fact in live:
+        fed.extractors[fact.extractor] = fed.extractors.get(fact.extractor, 0) + 1
         versions = (await stub.GetFact(pb.GetFactRequest(**scope, fact_id=fact.fact_id))).versions
         turns = frozenset(
             fed.message_turn[v.message_id] for v in versions if v.message_id in fed.message_turn
@@ -285,6 +286,10 @@ async def run(
         )
         if learned
         else None,
+        "live_facts_by_extractor": {
+            name: sum(f.extractors.get(name, 0) for f in fed)
+            for name in sorted({n for f in fed for n in f.extractors})
+        },
         "secrets_dropped": int(metrics.get("graphrag_memory_secrets_dropped_total", 0)),
         "live_facts_per_scope": {
             side.username: len(facts) for pairs in side_facts.values() for side, facts in pairs

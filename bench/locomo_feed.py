@@ -73,7 +73,7 @@ class Fed:
 
 
 def parse_session_time(text: str) -> datetime:
-    """"1:56 pm on 8 May, 2023" (LoCoMo's format), taken as UTC."""
+    """ "1:56 pm on 8 May, 2023" (LoCoMo's format), taken as UTC."""
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 

@@ -34,7 +34,6 @@ from locomo_feed import (
     feed_side,
     load_extras,
     metrics_url,
-    scrape,
     session_of,
     wait_until_learned,
 )

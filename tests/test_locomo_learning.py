@@ -29,12 +29,24 @@ CONVERSATION: list[dict[str, Any]] = [
             ],
         },
         "qa": [
-            {"question": "What does Ana prefer?", "answer": "hiking", "evidence": ["D1:1"],
-             "category": 4},
-            {"question": "Where does Ben live?", "answer": "Lisbon", "evidence": ["D1:2"],
-             "category": 4},
-            {"question": "Is this adversarial?", "adversarial_answer": "x", "evidence": ["D1:3"],
-             "category": 5},
+            {
+                "question": "What does Ana prefer?",
+                "answer": "hiking",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {
+                "question": "Where does Ben live?",
+                "answer": "Lisbon",
+                "evidence": ["D1:2"],
+                "category": 4,
+            },
+            {
+                "question": "Is this adversarial?",
+                "adversarial_answer": "x",
+                "evidence": ["D1:3"],
+                "category": 5,
+            },
         ],
         "observation": {
             "session_1_observation": {
@@ -61,11 +73,11 @@ def _run_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
 
 def _check(report: dict[str, Any], extractor_prefix: str) -> None:
     learning = report["learning"]
-    # Ana's scope: D1:1 asked, D1:2 answers; Ben's: D1:1 imported, D1:2 asked, D1:3 answers,
-    # D1:4 asked and never answered.
-    assert learning["user_turns"] == 4 and learning["turn_pairs"] == 2
-    assert learning["leading_replies_imported"] == 1 and learning["unanswered_user_turns"] == 2
-    assert learning["learned_turns"] == 2
+    # Ana's scope: D1:1 asked, D1:2 answers, D1:3 asked, D1:4 answers; Ben's: D1:1 imported,
+    # D1:2 asked, D1:3 answers, D1:4 asked and never answered.
+    assert learning["user_turns"] == 4 and learning["turn_pairs"] == 3
+    assert learning["leading_replies_imported"] == 1 and learning["unanswered_user_turns"] == 1
+    assert learning["learned_turns"] == 3
     assert learning["live_facts"] == 2
     assert all(name.startswith(extractor_prefix) for name in learning["live_facts_by_extractor"])
     recall = report["recall"]["all"]
@@ -92,8 +104,18 @@ class _Mem0Script:
         prompt = json.dumps(body["messages"][1:])
         if "Memory Extractor" in system:
             self.calls.append("mem0")
-            text = "Prefers hiking in the Alps" if "hiking" in prompt else "Lives in Lisbon"
-            memory = [{"id": "0", "text": text, "attributed_to": "user", "linked_memory_ids": []}]
+            texts = [
+                text
+                for word, text in (
+                    ("hiking", "Prefers hiking in the Alps"),
+                    ("Lisbon", "Lives in Lisbon"),
+                )
+                if word in prompt
+            ][:1]
+            memory = [
+                {"id": str(i), "text": t, "attributed_to": "user", "linked_memory_ids": []}
+                for i, t in enumerate(texts)
+            ]
             return json.dumps({"memory": memory})
         if "CANDIDATE" in system:
             self.calls.append("reconcile")
@@ -112,4 +134,4 @@ def test_llm_endpoint_runs_the_same_benchmark(tmp_path: Path, fake_llm: FakeLLM)
         "--server-arg=--llm-api-key=sk-test",
     )
     _check(report, "mem0:fake-model")
-    assert script.calls.count("mem0") == 2
+    assert script.calls.count("mem0") == 3  # one per learned turn

@@ -8,12 +8,12 @@ import logging
 
 import asyncpg
 import pytest
+from test_secrets import AFTER, BEFORE, SECRET_SAMPLES
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.extraction.secrets import DetectSecretsFilter, placeholder
 
 from conftest import RunningServer, ServerFactory, all_messages, new_id
-from test_secrets import AFTER, BEFORE, SECRET_SAMPLES
 
 API_KEY = "sk-proj-" + "Q7fLm2Rt9XwK4bNc8VhZ1pJd6GsY3aTe5uWq0iPo"
 AWS_KEY = "AKIA" + "Z7XQ4LMN2PRT6WVB"

@@ -200,8 +200,10 @@ class DetectSecretsFilter:
             ).kind
             # A sentence's full stop or comma after the token stays (the token was widened
             # over it); a lone trailing dot is not what keeps a secret secret.
-            while end - 1 > start and text[end - 1] in ".,;:" and (
-                end == len(text) or text[end].isspace()
+            while (
+                end - 1 > start
+                and text[end - 1] in ".,;:"
+                and (end == len(text) or text[end].isspace())
             ):
                 end -= 1
             parts += [text[position:start], placeholder(kind)]

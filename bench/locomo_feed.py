@@ -130,7 +130,7 @@ async def feed_side(
     is what starts learning), a session's leading reply through AppendMessages. Each message
     carries its session's time plus one second per turn, so the order holds."""
     fed = Fed(side)
-    scope = {"username": side.username, "graphname": GRAPHNAME}
+    user = side.username
     for number, turns in sorted(sessions(conversation).items()):
         conversation_id = f"{conversation.sample_id}-session-{number}"
         began_at = extras.session_times.get(number, datetime(2023, 1, 1, tzinfo=UTC))
@@ -145,7 +145,8 @@ async def feed_side(
                 t0 = time.perf_counter()
                 started = await stub.StartTurn(
                     pb.StartTurnRequest(
-                        **scope,
+                        username=user,
+                        graphname=GRAPHNAME,
                         conversation_id=conversation_id,
                         content=turn.text,
                         message_id=message_id,
@@ -158,7 +159,8 @@ async def feed_side(
                 t0 = time.perf_counter()
                 await stub.CompleteTurn(
                     pb.CompleteTurnRequest(
-                        **scope,
+                        username=user,
+                        graphname=GRAPHNAME,
                         conversation_id=conversation_id,
                         content=turn.text,
                         parent_id=pending,
@@ -171,7 +173,8 @@ async def feed_side(
             else:
                 await stub.AppendMessages(
                     pb.AppendMessagesRequest(
-                        **scope,
+                        username=user,
+                        graphname=GRAPHNAME,
                         conversation_id=conversation_id,
                         messages=[
                             pb.NewMessage(

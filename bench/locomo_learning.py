@@ -107,11 +107,15 @@ async def learned_facts(
 ) -> dict[str, tuple[frozenset[str], str]]:
     """fact_id -> (turns of every version's message, turn of the live version) for the live
     facts of one side's scope."""
-    scope = {"username": fed.side.username, "graphname": GRAPHNAME}
+    user = fed.side.username
     live: list[pb.Fact] = []
     token = ""
     while True:
-        page = await stub.ListFacts(pb.ListFactsRequest(**scope, page_size=1000, page_token=token))
+        page = await stub.ListFacts(
+            pb.ListFactsRequest(
+                username=user, graphname=GRAPHNAME, page_size=1000, page_token=token
+            )
+        )
         live += page.facts
         token = page.next_page_token
         if not token:
@@ -119,7 +123,11 @@ async def learned_facts(
     out: dict[str, tuple[frozenset[str], str]] = {}
     for fact in live:
         fed.extractors[fact.extractor] = fed.extractors.get(fact.extractor, 0) + 1
-        versions = (await stub.GetFact(pb.GetFactRequest(**scope, fact_id=fact.fact_id))).versions
+        versions = (
+            await stub.GetFact(
+                pb.GetFactRequest(username=user, graphname=GRAPHNAME, fact_id=fact.fact_id)
+            )
+        ).versions
         turns = frozenset(
             fed.message_turn[v.message_id] for v in versions if v.message_id in fed.message_turn
         )

@@ -34,6 +34,8 @@ FAMILIES = {
     "graphrag_memory_embedding_batch_duration_seconds",
     "graphrag_memory_fact_decisions",
     "graphrag_memory_secrets_dropped",
+    "graphrag_memory_learning_pending",
+    "graphrag_memory_learning_duration_seconds",
 }
 
 
@@ -113,6 +115,38 @@ async def test_metrics_endpoint_shows_every_family_after_a_short_run(
     assert (health.status_code, health.text) == (200, "SERVING\n")
 
 
+async def test_learning_metrics_say_when_background_learning_is_done(
+    start_server: ServerFactory, scope: dict[str, str]
+) -> None:
+    server = await start_server(metrics_address="127.0.0.1:0", fact_extract_async=True)
+    conversation_id = new_id()
+    for text in ("I prefer dark mode.", "What time is it?", "I live in Lisbon."):
+        started = await server.stub.StartTurn(
+            pb.StartTurnRequest(**scope, conversation_id=conversation_id, content=text)
+        )
+        await server.stub.CompleteTurn(
+            pb.CompleteTurnRequest(
+                **scope,
+                conversation_id=conversation_id,
+                content="Noted.",
+                parent_id=started.message.message_id,
+            )
+        )
+
+    async def learned() -> bool:
+        samples = await _scrape(server)
+        return _value(samples, "graphrag_memory_learning_pending") == 0
+
+    await assert_eventually(learned, what="no turn still learning")
+    samples = await _scrape(server)
+    # Every reply's learning is counted, the one that found nothing too; once none is pending,
+    # its facts are there.
+    assert _value(samples, "graphrag_memory_learning_duration_seconds_count") == 3
+    assert _value(samples, "graphrag_memory_learning_duration_seconds_sum") > 0
+    facts = (await server.stub.ListFacts(pb.ListFactsRequest(**scope))).facts
+    assert sorted(f.text for f in facts) == ["Lives in Lisbon", "Prefers dark mode"]
+
+
 async def test_request_id_is_echoed_to_the_caller(
     memory: RunningServer, scope: dict[str, str]
 ) -> None:
@@ -152,7 +186,9 @@ async def test_logs_carry_request_id_and_scope_hash_never_the_text(
         ),
         metadata=(("x-request-id", "req-7"),),
     )
-    [dropped] = [r for r in caplog.records if "secret" in r.getMessage()]
+    [redacted, dropped] = [r for r in caplog.records if "secret" in r.getMessage()]
+    assert json.loads(JsonFormatter().format(redacted))["rpc_method"].endswith("/StartTurn")
+    assert redacted.getMessage() == "redacted 1 secret(s) before storing a message"
     entry = json.loads(JsonFormatter().format(dropped))
     assert entry["request_id"] == "req-7"
     assert entry["scope_hash"] == Scope(scope["username"], scope["graphname"]).scope_hash

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 
 import grpc
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.tokens import TiktokenCounter
@@ -283,3 +285,38 @@ async def test_a_slow_summarizer_does_not_hold_up_the_users_next_turn(
         return context.summary == fake_llm.reply
 
     await assert_eventually(summarized, what="the LLM summary stored after release")
+
+
+async def test_turns_keep_a_replayed_created_at(memory: RunningServer, scope: dict[str, str]):
+    # Replays (bench/locomo_learning.py) give each message its original time.
+    conversation_id = new_id()
+    asked, answered = Timestamp(), Timestamp()
+    asked.FromDatetime(datetime(2023, 5, 8, 13, 56, tzinfo=UTC))
+    answered.FromDatetime(datetime(2023, 5, 8, 13, 57, tzinfo=UTC))
+    started = await memory.stub.StartTurn(
+        pb.StartTurnRequest(
+            **scope, conversation_id=conversation_id, content="Hello.", created_at=asked
+        )
+    )
+    done = await memory.stub.CompleteTurn(
+        pb.CompleteTurnRequest(
+            **scope,
+            conversation_id=conversation_id,
+            content="Hi.",
+            parent_id=started.message.message_id,
+            created_at=answered,
+        )
+    )
+    assert (started.message.created_at, done.message.created_at) == (asked, answered)
+    stored = await all_messages(memory.stub, scope, conversation_id)
+    assert [m.created_at for m in stored] == [asked, answered]
+
+
+async def test_a_bad_created_at_names_the_field(memory: RunningServer, scope: dict[str, str]):
+    bad = Timestamp(seconds=0, nanos=-1)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await memory.stub.StartTurn(
+            pb.StartTurnRequest(**scope, conversation_id=new_id(), content="Hi.", created_at=bad)
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "created_at" in (caught.value.details() or "")

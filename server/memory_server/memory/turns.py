@@ -179,7 +179,8 @@ class ConversationMemory:
             return outcome, candidates
 
         outcome, candidates = await self._executor.run(scope, job)
-        context = await self._assemble(scope, candidates, content)
+        # Recall embeds the question as stored: a secret in it never reaches the embedder.
+        context = await self._assemble(scope, candidates, message.content)
         return StartedTurn(outcome.messages[0], context, outcome.conversation_created)
 
     async def complete_turn(

@@ -8,7 +8,7 @@ import logging
 
 import asyncpg
 import pytest
-from test_secrets import AFTER, BEFORE, SECRET_SAMPLES
+from test_secrets import AFTER, BEFORE, BENIGN, SECRET_SAMPLES
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.extraction.secrets import DetectSecretsFilter, placeholder
@@ -166,3 +166,38 @@ async def test_verbatim_setting_keeps_messages_but_not_facts(
     assert USER_TEXT in rows
     facts = (await memory.stub.ListFacts(pb.ListFactsRequest(**scope))).facts
     assert [f.text for f in facts] == ["Prefers concise bullet points"]
+
+
+def test_the_gates_lose_no_hit_on_any_sample() -> None:
+    # The filter skips detectors on lines that cannot hold their secrets; on every sample and
+    # every benign text, running all detectors on every line finds exactly the same.
+    scrubber = DetectSecretsFilter()
+    texts = [f"{BEFORE} {s.sentence}\n{AFTER}" for s in SECRET_SAMPLES] + list(BENIGN)
+    for text in texts:
+        for line in text.split("\n"):
+            everything = {
+                *scrubber._pattern_hits(line, 0),
+                *scrubber._password_hits(line, 0),
+                *scrubber._keyword_hits(line, 0),
+                *scrubber._card_hits(line, 0),
+                *scrubber._entropy_hits(line, 0),
+            }
+            assert set(scrubber._line_hits(line, 0)) == everything, line
+
+
+async def test_imported_messages_are_redacted_and_reimport_is_skipped(
+    memory: RunningServer, scope: dict[str, str], database_url: str
+) -> None:
+    conversation = new_id()
+    request = pb.AppendMessagesRequest(
+        **scope,
+        conversation_id=conversation,
+        messages=[pb.NewMessage(role=pb.ROLE_USER, content=USER_TEXT, message_id="imp-1")],
+    )
+    first = await memory.stub.AppendMessages(request)
+    again = await memory.stub.AppendMessages(request)
+    assert (first.inserted, again.inserted, again.skipped) == (1, 0, 1)
+    [stored] = await all_messages(memory.stub, scope, conversation)
+    assert stored.content == DetectSecretsFilter().redact(USER_TEXT).text
+    rows = await _rows(database_url, scope["username"])
+    assert len(rows) == 1 and all(secret not in rows[0] for secret in SECRETS)

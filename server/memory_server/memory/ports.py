@@ -22,6 +22,7 @@ from memory_server.memory.model import (
     ContextCandidates,
     ConversationInfo,
     Feedback,
+    FeedbackEntry,
     NewMessage,
     Page,
     StoredMessage,
@@ -153,6 +154,18 @@ class ConversationStore(Protocol):
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
         """A page of at most `page_size` messages, and fewer when their text would pass
         `page_bytes` (always at least one)."""
+        ...
+
+    async def list_feedback(
+        self,
+        graphname: str,
+        rated_only: bool,
+        page_size: int,
+        cursor: str,
+        timeout_s: float | None,
+        page_bytes: int | None = None,
+    ) -> Page[FeedbackEntry]:
+        """The one read across scopes: every user's messages on one graph (the admin export)."""
         ...
 
     async def set_feedback(

@@ -34,6 +34,9 @@ FAMILIES = {
     "graphrag_memory_embedding_batch_duration_seconds",
     "graphrag_memory_fact_decisions",
     "graphrag_memory_secrets_dropped",
+    "graphrag_memory_live_vectors_missing",
+    "graphrag_memory_vector_index_pending",
+    "graphrag_memory_vector_index_lag_seconds",
 }
 
 

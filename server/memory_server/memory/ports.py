@@ -366,6 +366,10 @@ class Telemetry(Protocol):
         """Sentences the secret filter removed before extraction."""
         ...
 
+    def live_vectors_missing(self, facts: int) -> None:
+        """Live facts whose vector the index did not return, so they were embedded again."""
+        ...
+
 
 class NoTelemetry:
     """The default when nothing is monitored."""
@@ -374,4 +378,7 @@ class NoTelemetry:
         pass
 
     def secrets_dropped(self, sentences: int) -> None:
+        pass
+
+    def live_vectors_missing(self, facts: int) -> None:
         pass

@@ -347,5 +347,6 @@ async def test_metrics_show_the_index_lag_and_missing_vectors(
                 parent_id=started.message.message_id,
             )
         )
-        assert await _metric(memory, "graphrag_memory_live_vectors_missing") == 1
+        # At least once: learning retries a pass that met an unavailable index.
+        assert await _metric(memory, "graphrag_memory_live_vectors_missing") >= 1
         tg.up()

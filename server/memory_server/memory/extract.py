@@ -87,6 +87,7 @@ from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
 from memory_server.memory.restated import Recalled, unique
 from memory_server.memory.words import third_singular
+from memory_server.memory.world_rules import DATED_RE, TECHNICAL_RE, front_date, person_fact
 
 NAME = "rules-v1"
 
@@ -119,8 +120,9 @@ class RuleExtractor:
                 or EPHEMERAL_RE.search(sentence)
             )
             reported = bool(REPORTED_RE.search(SELF_REPORT_RE.sub("", sentence)))
-            for part in CLAUSE_RE.split(sentence.rstrip("?!. ")):
-                clause = strip_fillers(part)
+            sentence, when = front_date(strip_fillers(sentence))
+            for i, part in enumerate(CLAUSE_RE.split(sentence.rstrip("?!. "))):
+                clause = strip_fillers(part if i or not when else f"{part} {when}")
                 polite = bool(POLITE_RE.match(clause))
                 clause = POLITE_RE.sub("", clause)
                 if not clause:
@@ -155,8 +157,14 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
         if ("lasting" in mode and not lasting) or not (m := pattern.match(clause)):
             continue
         obj = clean(TAIL_RE.sub("", m["obj"]))
+        if "undated" in mode:  # "Works at Stripe", not "Works at Stripe last month"
+            obj = clean(DATED_RE.sub("", obj))
+        elif "dated" in mode and not (m["soon"] or DATED_RE.search(obj)):
+            continue  # a past event is kept only with its date ("I ran a marathon last Sunday")
+        if ("dated" in mode or "nontech" in mode) and TECHNICAL_RE.search(obj):
+            return []
         if (
-            not obj
+            (not obj and "bare" not in mode)
             or len(obj.split()) > (4 if mode == "name" else 16)
             or (mode == "name" and not obj[0].isupper())
             or DEICTIC_START_RE.match(obj)
@@ -169,6 +177,8 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
         return [(sentence_case(text), kind)]
     if m := MY_RE.match(clause):
         attr, value = m["attr"].strip(), clean(TAIL_RE.sub("", m["obj"]))
+        if value and (person := person_fact(attr, m["be"], value)) is not None:
+            return [(sentence_case(swap_person(person)), FactKind.IDENTITY)]
         known = attribute_kind(attr)
         if (
             known is not None

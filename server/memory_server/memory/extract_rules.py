@@ -10,6 +10,7 @@ import re
 
 from memory_server.memory.facts import FactKind
 from memory_server.memory.words import third_singular
+from memory_server.memory.world_rules import WORLD_FIRST, WORLD_RETRACTIONS
 
 _P, _D, _G, _I, _O = (
     FactKind.PREFERENCE,
@@ -34,7 +35,9 @@ _VERBS = (
     r"label|output|avoid|stick|make|comment|quote|convert|translate|spell|assume|remind|tell|"
     r"send|point|reference|suggest|offer|stay|default|limit|wrap|highlight|double-check|number"
 )
-SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+# Not after a title: "My dentist is Dr. Patel" is one sentence.
+_TITLES = "".join(rf"(?<!\b{t}\.)" for t in ("Dr", "Mr", "Ms", "Mrs", "St", "Jr", "Sr"))
+SENTENCE_RE = re.compile(rf"(?<=[.!?]){_TITLES}(?<!\bProf\.)\s+|\n+")
 _STARTS = r"(?:(?:also|actually|honestly|now|then)\s+)?(?:I|I'm|I've|I'll|my|please|always|never|"
 _STARTS += rf"call me|let's|we|we're|we'll|that's|that is|from now on|forget|(?:{_VERBS})\b)\b"
 CLAUSE_RE = _rx(rf"\s*;\s*|\s+[—–-]+\s+|,?\s+(?:and|but|so)\s+(?={_STARTS})|,\s+(?={_STARTS})")
@@ -101,7 +104,10 @@ _MARKERS_RE = _rx(
     r"anymore|anylonger|these days|nowadays|actually|please|now)\b"
 )
 # A reason or an objection after the fact is not part of it: "Prefers GSQL because ..."
-TAIL_RE = _rx(r"\s*,?\s*\b(?:because|since|but|though|although|so that|which is why)\b.*$")
+TAIL_RE = _rx(
+    r"\s*,?\s*\b(?:because|since|but|though|although|so that|which is why|and (?:it|that|this)"
+    r"(?:'s|\s+(?:was|is|has|had|made|felt|looks|looked|got)\b))\b.*$"
+)
 # Pointing at something in this conversation ("I like this", "the way you explained that",
 # "your answers") is feedback on the moment, not a lasting fact.
 DEICTIC_START_RE = _rx(
@@ -133,6 +139,7 @@ _ME = r"^(?:I|we)(?:'ve| have)? " + _ADV
 _I_WILL = r"^(?:I'll|I'm going to|let's) "
 _IMPERATIVE = rf"(?P<obj>(?:{_VERBS})\b.*)$"
 RULES: list[_Rule] = [
+    *WORLD_FIRST,
     _rule(r"^(?:you can |always )?call me (?P<obj>[^,]+)$", "Wants to be called {obj}", _I, "name"),
     _rule(r"^I go by (?P<obj>[^,]+)$", "Goes by {obj}", _I, "name"),
     _rule(r"^I want you to (?P<a>always|never) (?P<obj>.+)$", _WANTS + " {a} {obj}", _P, "loose"),
@@ -147,7 +154,7 @@ RULES: list[_Rule] = [
     _rule(r"^I'm (?:a )?(?:big |huge )?fan of (?P<obj>.+)$", "Is a fan of {obj}", _P, "loose"),
     _rule(r"^I'm not (?:a )?(?:big |huge )?fan of (?P<obj>.+)$", "Dislikes {obj}", _P, "loose"),
     _rule(_ME + r"(?P<v>decided|settled on|opted for|committed to) (?P<obj>.+)$", "{v} {obj}", _D),
-    _rule(_ME + r"(?:chose|chosen|picked) (?P<obj>.+)$", "Chose {obj}", _D),
+    _rule(_ME + r"(?:chose|chosen|picked(?! up)) (?P<obj>.+)$", "Chose {obj}", _D),
     _rule(_ME + r"(?P<v>switched to|moved to|migrated to) (?P<obj>.+)$", "{v} {obj}", _D),
     _rule(rf"^we(?:'ll| shall|'re going to) {_ADV}(?P<a>{_DECIDE}) (?P<obj>.+)$", "Will {a} {obj}",
           _D),
@@ -217,6 +224,7 @@ RETRACT_RULES = [
         _rx(r"^my (?P<t>.+?) (?P<be>is|are) (?:no longer (?P<r>.+)|not (?P<q>.+?),? anymore)$"),
         "my {t} {be} {r}{q}",
     ),
+    *WORLD_RETRACTIONS,
 ]
 REFERENCE_RE = _rx(
     r"^(?:(?:that's|that is) (?:not true|no longer true|not the case|no longer the case|"

@@ -111,6 +111,18 @@ WORLD: list[tuple[str, str, list[Candidate]]] = [
         [fact("Bought a house in Leeds last year", OT)],
     ),
     ("events", "Got a new puppy last week!", [fact("Got a new puppy last week", OT)]),  # missed
+    (
+        "pastimes",
+        "My main hobbies are playing video games and watching movies.",
+        [fact("Main hobbies are playing video games and watching movies", P)],
+    ),
+    ("pastimes", "My hobby is hiking.", [fact("Hobby is hiking", P)]),
+    ("pastimes", "My passion is dance.", [fact("Passion is dance", P)]),
+    (
+        "pastimes",
+        "My dream is to open a dance studio.",
+        [fact("Dream is to open a dance studio", G)],
+    ),
     # nothing about the user's world: questions, hedges, others, the moment's work, chit-chat
     ("negative", "My boss is annoying.", []),
     ("negative", "My sister likes jazz.", []),
@@ -137,6 +149,8 @@ WORLD: list[tuple[str, str, list[Candidate]]] = [
     ("negative", "I'm getting a timeout when I run the loader job.", []),
     ("negative", "I went there.", []),
     ("negative", "My query is slow.", []),
+    ("negative", "My hobbies are boring.", []),
+    ("negative", "My sister's hobby is knitting.", []),
     ("negative", "I'm going to Rome today.", []),
 ]
 # The rows above that the rules are known to miss (no first person at the clause's start).
@@ -160,6 +174,7 @@ def test_the_case_list_covers_every_category() -> None:
     per = Counter(category for category, _, _ in WORLD)
     for category in ("people", "work", "places", "possessions", "health", "plans", "events"):
         assert per[category] >= 4, category
+    assert per["pastimes"] >= 3
     assert per["negative"] >= 20
 
 

@@ -56,7 +56,6 @@ from __future__ import annotations
 import re
 
 from memory_server.memory.extract_rules import (
-    BAD_VALUE_RE,
     CHANGE_RE,
     CLAUSE_RE,
     DEICTIC_RE,
@@ -77,6 +76,7 @@ from memory_server.memory.extract_rules import (
     TAIL_RE,
     YOU_SAID_RE,
     attribute_kind,
+    bad_value,
     canon,
     clean,
     sentence_case,
@@ -180,12 +180,7 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
         if value and (person := person_fact(attr, m["be"], value)) is not None:
             return [(sentence_case(swap_person(person)), FactKind.IDENTITY)]
         known = attribute_kind(attr)
-        if (
-            known is not None
-            and value
-            and len(value.split()) <= 8
-            and not BAD_VALUE_RE.match(value)
-        ):
+        if known is not None and value and len(value.split()) <= 8 and not bad_value(attr, value):
             text = f"{attr} {m['be'].lower()} {swap_person(value)}"
             return [(sentence_case(text), known)]
     return []

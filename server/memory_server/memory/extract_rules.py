@@ -191,7 +191,7 @@ _ATTR_NOUNS = _words(
     organisation organization department location city country hometown language languages
     pronouns birthday background specialty speciality field area domain industry goal goals
     objective aim focus mission project stack editor ide os username handle level expertise
-    seniority"""
+    seniority hobby hobbies passion passions dream dreams major degree school university college"""
 )
 _ATTR_MODIFIERS = _words(
     """full first last preferred main primary current native work home day job time tech team
@@ -201,7 +201,9 @@ _ATTR_MODIFIERS = _words(
 _ATTR_NEEDS_MODIFIER = _words("graph database schema dataset cluster workspace")
 _SETTING_MODIFIERS = _words("main primary default current home usual production")
 _FAVOURITE = _words("favourite favorite preferred default go-to usual")
-_GOAL_NOUNS = _words("goal goals objective aim focus mission project")
+_GOAL_NOUNS = _words("goal goals objective aim focus mission project dream dreams")
+_PASTIMES = _words("hobby hobbies passion passions")
+_HOW_ING = _words("being boring amazing interesting annoying exciting relaxing fascinating tiring")
 BAD_VALUE_RE = _rx(
     r"^(?:not|too|very|so|really|quite|pretty|kind|sort|still|being|broken|slow|wrong|stuck|"
     r"empty|down|missing|gone|huge|big|small|large|weird|strange|buggy|bad|good|great|awesome|"
@@ -246,12 +248,20 @@ def attribute_kind(attr: str) -> FactKind | None:
         return None
     *mods, noun = words
     if noun in _ATTR_NOUNS and all(w in _ATTR_MODIFIERS | _FAVOURITE for w in mods):
-        return _G if noun in _GOAL_NOUNS else _I
+        return _G if noun in _GOAL_NOUNS else _P if noun in _PASTIMES else _I
     if mods and mods[0] in _FAVOURITE:
         return _P
     if noun in _ATTR_NEEDS_MODIFIER and mods and all(w in _SETTING_MODIFIERS for w in mods):
         return _I
     return None
+
+
+def bad_value(attr: str, value: str) -> bool:
+    """Whether "my <attr> is <value>" says how something is, not what it is ("my query is
+    slow"); a pastime may be an activity ("my hobbies are hiking and baking")."""
+    if attr.lower().split()[-1] in _PASTIMES and (m := re.match(r"^(\w+ing)\b", value)):
+        return m[1].lower() in _HOW_ING
+    return bool(BAD_VALUE_RE.match(value))
 
 
 def canon(text: str) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.memory.extract import RuleExtractor
+from memory_server.memory.fact_shape import clashes, shape_of
 from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
 
@@ -329,3 +330,16 @@ async def test_a_move_updates_the_home_city_and_questions_store_nothing(
     assert home.text == "Moved to Lisbon last month"
     got = await learning.stub.GetFact(pb.GetFactRequest(**scope, fact_id=home.fact_id))
     assert {v.text for v in got.versions} == {"Lives in Berlin", "Moved to Lisbon last month"}
+
+
+def test_slots_of_the_users_world() -> None:
+    def clash(a: str, b: str) -> bool:
+        return clashes(shape_of(a), shape_of(b))
+
+    assert clash("Manager is Priya Raman", "Manager is Tom Lee")
+    assert clash("Reports to Ann", "Boss is Ben")  # one reporting line
+    assert clash("Lives in Berlin", "Moved to Lisbon")
+    assert clash("Works at Acme", "Works for Initech")
+    assert not clash("Sister is Ann", "Sister is a nurse")  # who she is, what she is
+    assert not clash("Sister is Ann", "Brother is Ann")
+    assert not clash("Manager is Priya", "Lives in Berlin")

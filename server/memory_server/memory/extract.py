@@ -31,8 +31,16 @@ PREFERENCE; decided/chose/switched/will are DECISION; working on/trying to/wants
 attributes are GOAL; the rest (name, called, role, team, timezone, works, lives) is IDENTITY.
 
 "my <attribute>" only counts for attributes about the user (name, timezone, role, team,
-company, location, language, pronouns, goal, project, stack, ... or favourite/preferred/default
-anything): "my query is slow" and "my boss is Ann" are not facts about the user.
+company, location, language, pronouns, goal, project, stack, hobbies, dream, ... or
+favourite/preferred/default anything) and for the user's people ("my manager/sister/dentist is
+<Name> | a/an X"): "my query is slow" and "my boss is annoying" are not facts about the user.
+
+The user's world (people, work, places, possessions, health and constraints, plans, dated
+events: "I report to Ann", "I moved to Lisbon", "I have a dog named Max", "I'm allergic to
+peanuts", "we're going to Rome in May", "I ran a marathon last Sunday") is read by the forms in
+memory/world_rules.py, tried before the ones above. A past event needs its date ("last Sunday",
+"two years ago", "just", or a sentence that opens with it: "Last week, I joined a gym"), and one
+about the moment's work ("I ran the loader job yesterday") is not kept.
 
 Retractions ("forget that I like jazz", "I don't like jazz anymore", "I no longer work at Acme",
 "I'm not a student anymore", "forget my timezone", "ignore what I said about coffee", "that's not

@@ -235,10 +235,11 @@ REFERENCE_RE = _rx(
 _PRONOUNS = {
     "i": "they", "me": "them", "my": "their", "mine": "theirs", "myself": "themselves",
     "i'm": "they're", "i've": "they've", "i'll": "they'll", "we": "they", "our": "their",
+    "us": "them", "ours": "theirs", "ourselves": "themselves",
     "you": "the assistant", "your": "the assistant's", "yours": "the assistant's",
     "you're": "the assistant is", "yourself": "itself",
 }  # fmt: skip
-_PRONOUN_RE = _rx(r"\b(?:" + "|".join(re.escape(p) for p in _PRONOUNS) + r")(?![\w'])")
+_PRONOUN_RE = _rx(r"\b(?:" + "|".join(re.escape(p) for p in _PRONOUNS) + r")(?![\w'-])")
 
 
 def attribute_kind(attr: str) -> FactKind | None:

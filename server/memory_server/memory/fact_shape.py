@@ -18,7 +18,10 @@ text is parsed into a small shape:
   From attribute texts "<Attribute> is <Value>" ("Timezone is CET", "Favourite graph is
   Finance"; favorite = favourite, time zone = timezone, job/title/position = role, leading
   current/main/primary/preferred dropped), "Wants to be called X" / "Goes by X" (called),
-  "Lives in X" / "Is based in X" (location), "Works at/for X" (employer), "Works as X" (role).
+  "Lives in X" / "Is based in X" / "Moved to X" (location), "Works at/for X" (employer),
+  "Works as X" (role), "Reports to X" (manager; boss, supervisor and line manager are the same
+  attribute). For the user's people ("Sister is Ann", "Sister is a nurse") who they are and
+  what they are are two slots, so the one does not replace the other.
   A shared slot with different values clashes, unless the preferences carry different
   qualifiers ("... for summaries" vs none): a narrower preference does not replace a general one.
 """

@@ -113,7 +113,7 @@ _DOING = (
     r"taking care of|looking after|doing"
 )
 _NOT_DOING = (
-    r"thinking|wondering|meaning|waiting|hoping|feeling|getting|having|struggling|trying|"
+    r"thinking|wondering|meaning|waiting|hoping|wanting|feeling|getting|having|struggling|trying|"
     r"looking|debugging|running|testing|using|going|talking|chatting|asking|reading up|working|"
     r"keeping"
 )

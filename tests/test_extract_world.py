@@ -15,7 +15,7 @@ from memory_server.memory.fact_shape import clashes, shape_of
 from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
 
-from conftest import RunningServer, ServerFactory, new_id
+from conftest import RunningServer, ServerFactory, assert_eventually, new_id
 
 G, ID, OT, P = FactKind.GOAL, FactKind.IDENTITY, FactKind.OTHER, FactKind.PREFERENCE
 EXTRACTOR = RuleExtractor()
@@ -343,3 +343,23 @@ def test_slots_of_the_users_world() -> None:
     assert not clash("Sister is Ann", "Sister is a nurse")  # who she is, what she is
     assert not clash("Sister is Ann", "Brother is Ann")
     assert not clash("Manager is Priya", "Lives in Berlin")
+
+
+async def test_learning_in_the_background_keeps_the_same_provenance(
+    start_server: ServerFactory, scope: dict[str, str]
+) -> None:
+    memory = await start_server(fact_extract_async=True)
+    first, second = new_id(), new_id()
+    m1 = await _say(memory, scope, first, "I'm allergic to peanuts. What should I cook tonight?")
+    m2 = await _say(memory, scope, second, "Thanks! We're going to Rome in May.")
+
+    async def learned() -> bool:
+        return len(await _live(memory, scope)) == 2
+
+    await assert_eventually(learned, what="background extraction of both turns")
+    assert sorted(
+        (f.text, f.conversation_id, f.message_id) for f in await _live(memory, scope)
+    ) == [
+        ("Is allergic to peanuts", first, m1),
+        ("Is going to Rome in May", second, m2),
+    ]

@@ -111,6 +111,13 @@ WORLD: list[tuple[str, str, list[Candidate]]] = [
         "My husband and I bought a house in Leeds last year.",
         [fact("Bought a house in Leeds last year", OT)],
     ),
+    ("events", "I won a regional chess tournament.", [fact("Won a regional chess tournament", OT)]),
+    ("events", "I got a new puppy!", [fact("Got a new puppy", OT)]),
+    (
+        "events",
+        "I've been playing basketball ever since I was a kid.",
+        [fact("Has been playing basketball ever since they were a kid", OT)],
+    ),
     ("events", "Got a new puppy last week!", [fact("Got a new puppy last week", OT)]),  # missed
     (
         "pastimes",
@@ -151,6 +158,11 @@ WORLD: list[tuple[str, str, list[Candidate]]] = [
     ("negative", "I went there.", []),
     ("negative", "My query is slow.", []),
     ("negative", "My hobbies are boring.", []),
+    ("negative", "I joined the call.", []),
+    ("negative", "I opened an issue on GitHub.", []),
+    ("negative", "I visited the docs page.", []),
+    ("negative", "I won!", []),
+    ("negative", "I met him yesterday.", []),
     ("negative", "My sister's hobby is knitting.", []),
     ("negative", "I'm going to Rome today.", []),
 ]

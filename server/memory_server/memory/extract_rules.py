@@ -105,7 +105,8 @@ _MARKERS_RE = _rx(
 )
 # A reason or an objection after the fact is not part of it: "Prefers GSQL because ..."
 TAIL_RE = _rx(
-    r"\s*,?\s*\b(?:because|since|but|though|although|so that|which is why|and (?:it|that|this)"
+    r"\s*,?\s*\b(?:because|(?<!ever )since|but|even though|even if|though|although|so that|"
+    r"which is why|and (?:it|that|this)"
     r"(?:'s|\s+(?:was|is|has|had|made|felt|looks|looked|got)\b))\b.*$"
 )
 # Pointing at something in this conversation ("I like this", "the way you explained that",
@@ -293,6 +294,10 @@ def _swap(m: re.Match[str]) -> str:
 def swap_person(text: str) -> str:
     """The user's words as said of them: me/my → them/their, you → the assistant."""
     text = _PRONOUN_RE.sub(_swap, text)
+    # "when I was a kid" → "when they were a kid"
+    text = re.sub(
+        r"\bthey (?:was|am)\b", lambda m: "they were" if "was" in m[0] else "they are", text
+    )
     # "when you use tables" → "when the assistant uses tables"
     return re.sub(
         rf"\bthe assistant ({_VERBS})\b", lambda m: "the assistant " + third_singular(m[1]), text

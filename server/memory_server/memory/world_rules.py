@@ -71,11 +71,24 @@ _LIFE_EVENTS = (
     r"was (?:born|promoted|hired)|retired|adopted|had a baby|gave birth|ran a marathon|"
     r"started (?:a|my) (?:new )?(?:job|business|company)|bought (?:a|my first) (?:house|home|car)"
 )
+# Events worth a fact even without their date ("I won a regional tournament").
+_NOTABLE = (
+    r"won|adopted|joined|signed up for|volunteered (?:at|for|with)|launched|published|opened|"
+    r"completed|finished|visited|met|bought|sold|organi[sz]ed|hosted|founded|started"
+)
+_GOT_THINGS = (
+    r"got (?:a|an|my|our) (?:new |first |big )?(?:\w+ )?(?:job|promotion|endorsement|award|"
+    r"scholarship|degree|diploma|puppy|dog|cat|kitten|car|house|apartment|tattoo|deal|contract|"
+    r"offer|internship|certificate|license|licence|medal|trophy|prize|role|part)"
+)
 # Work on a computer is the moment's business, not a life event ("I ran the loader job").
 TECHNICAL_RE = re.compile(
     r"\b(?:the|this|that|my|our|a|an) (?:\w+ )?(?:query|queries|script|command|code|loader|"
     r"pipeline|tests?|build|error|function|server|database|migration|notebook|program|commit|"
-    r"branch|ticket|report|dashboard|job run|cell|file)\b",
+    r"branch|ticket|report|dashboard|job run|cell|file|issue|pr|pull request|call|meeting|tab|"
+    r"window|page|link|session|chat|conversation|account|graph|index|schema|table|cluster|"
+    r"timeout|exception|warning|response|result|answer|message|reply|version|update|"
+    r"upgrade|package|library|app|tool|docs?|documentation|tutorial|course|video|article)\b",
     re.IGNORECASE,
 )
 _CONDITIONS = (
@@ -152,6 +165,8 @@ WORLD_FIRST: list[WorldRule] = [
           "{v}s to {a} {obj}", _G),
     _rule(_ME + rf"(?P<v>{_LIFE_EVENTS})\b(?P<obj>.*)$", "{v} {obj}", _O, "loose bare"),
     _rule(_ME_EVENT + _PAST + r" (?P<obj>.+)$", "{v} {obj}", _O, "dated"),
+    _rule(_ME_EVENT + rf"(?P<v>{_GOT_THINGS})\b(?P<obj>.*)$", "{v} {obj}", _O, "nontech bare"),
+    _rule(_ME_EVENT + rf"(?P<v>{_NOTABLE}) (?P<obj>.+)$", "{v} {obj}", _O, "nontech"),
     _rule(rf"^(?:I'm|we're) {_SOON}(?P<a>{_DOING}) {_NOT_HOW}(?P<obj>.+)$", "Is {a} {obj}", _O,
           "nontech"),
     _rule(rf"^(?:I've|we've) (?:been|started) (?!(?:{_NOT_DOING})\b)(?P<v>[a-z]+ing) {_NOT_HOW}"

@@ -39,7 +39,8 @@ The user's world (people, work, places, possessions, health and constraints, pla
 events: "I report to Ann", "I moved to Lisbon", "I have a dog named Max", "I'm allergic to
 peanuts", "we're going to Rome in May", "I ran a marathon last Sunday") is read by the forms in
 memory/world_rules.py, tried before the ones above. A past event needs its date ("last Sunday",
-"two years ago", "just", or a sentence that opens with it: "Last week, I joined a gym"), and one
+"two years ago", "just", or a sentence that opens with it: "Last week, I joined a gym") unless
+it is a notable one (won, joined, adopted, bought, visited, met, "got a new job"...), and one
 about the moment's work ("I ran the loader job yesterday") is not kept.
 
 Retractions ("forget that I like jazz", "I don't like jazz anymore", "I no longer work at Acme",

@@ -159,6 +159,7 @@ WORLD: list[tuple[str, str, list[Candidate]]] = [
     ("negative", "My query is slow.", []),
     ("negative", "My hobbies are boring.", []),
     ("negative", "I joined the call.", []),
+    ("negative", "I have a graph with 10M edges.", []),
     ("negative", "I opened an issue on GitHub.", []),
     ("negative", "I visited the docs page.", []),
     ("negative", "I won!", []),

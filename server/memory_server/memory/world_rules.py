@@ -110,7 +110,7 @@ _NOT_HAD = (
     r"confession|way|sense|clue|plan|lot|talk|chat|word|go|try|break|day|week|time"
 )
 _COUNT = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|my own|some)"
-_PLACES_VERBS = r"going|flying|travell?ing|heading|driving|moving"
+_PLACES_VERBS = r"going|flying|travell?ing|heading|driving"  # "moving to" is a decision
 _PLAN_VERBS = (
     r"visit|travel to|move to|fly to|attend|adopt|buy|retire|volunteer at|volunteer|compete in|"
     r"run a|run the \w+ marathon|participate in|spend|open|start|take up|apply (?:to|for)"
@@ -153,8 +153,8 @@ WORLD_FIRST: list[WorldRule] = [
     _rule(r"^I can't (?P<v>eat|drink|have) (?P<obj>.+)$", "Can't {v} {obj}", _I),
     _rule(r"^I (?:don't|never) (?P<v>eat|drink) (?P<obj>.+)$", "Doesn't {v} {obj}", _I),
     _rule(rf"^I(?: also)?(?: have|'ve got) (?P<obj>{_COUNT} (?!(?:{_NOT_HAD})\b).+)$", "Has {obj}",
-          _I),
-    _rule(rf"^I (?:also )?own (?P<obj>{_COUNT} .+)$", "Owns {obj}", _I),
+          _I, "nontech"),
+    _rule(rf"^I (?:also )?own (?P<obj>{_COUNT} .+)$", "Owns {obj}", _I, "nontech"),
     _rule(rf"^(?:I'm|we're) {_SOON}(?P<a>{_PLACES_VERBS}) to " + _NAME, "Is {a} to {obj}", _G),
     _rule(r"^(?:I'm|we're) (?P<a>getting married|getting engaged|having a baby|expecting a baby|"
           r"expecting|graduating|retiring|training for|saving (?:up )?for)\b(?P<obj>.*)$",

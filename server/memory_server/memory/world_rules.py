@@ -13,8 +13,13 @@ are, so "my sister likes jazz" or "he moved to Rome" match nothing.
     I have asthma|diabetes|... / I suffer from X / I was diagnosed with X / I can't|don't eat X
     I'm|we're going|flying|travelling to <Place> ... → Is going to Rome in May
     I'm|we're getting married|having a baby ... / I'm going to visit|adopt|... X → Is ... (plan)
-    I|we ran|went|visited|...ed X + a date ("last Sunday", "in May", "two years ago"), or a life
-      event (graduated, got married, retired, adopted, had a baby) → Ran a marathon last Sunday
+    I|we ran|went|visited|...ed X + a date ("last Sunday", "in May", "two years ago", "just"; or
+      a sentence that opens with it), a life event (graduated, got married, retired, had a baby)
+      or a notable one (won, joined, adopted, bought, visited, met, "got a new job|puppy")
+      → Ran a marathon last Sunday / Graduated from MIT / Won a regional tournament
+    I'm|we're taking|volunteering|training for|writing|... X / I've been <doing> X
+      → Is taking a pottery class / Has been playing basketball for a year
+    (none of them about the moment's work: "I ran the loader job yesterday", "I have a graph")
 
 Slots (memory.fact_shape): manager (also boss, supervisor, "Reports to"), location ("Lives
 in", "Moved to"), employer; a person's name and a person's description ("Sister is a nurse")

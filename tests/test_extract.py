@@ -208,6 +208,7 @@ CASES: list[tuple[str, list[Candidate]]] = [
     ("I'm trying to get this query to work.", []),
     ("That's not true anymore.", []),
     ("call me later", []),
+    ("I'm a huge fan.", []),  # of what?
     ("Run PageRank on the Finance graph and list the top accounts.", []),
 ]
 

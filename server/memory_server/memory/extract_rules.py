@@ -176,7 +176,8 @@ RULES: list[_Rule] = [
         "{v}s to {a} {obj}", _G,
     ),
     _rule(
-        r"^I'm (?P<a>a|an) (?!(?:bit|little|lot|tad|few|couple|quick|question)\b)(?P<obj>.+)$",
+        r"^I'm (?P<a>a|an) (?!(?:bit|little|lot|tad|few|couple|quick|question)\b)"
+        r"(?!(?:big |huge |massive )?fan\b)(?P<obj>.+)$",
         "Is {a} {obj}", _I,
     ),
     _rule(r"^I work (?P<a>at|for|as|on|in) (?P<obj>.+)$", "Works {a} {obj}", _I),

@@ -209,6 +209,8 @@ CASES: list[tuple[str, list[Candidate]]] = [
     ("That's not true anymore.", []),
     ("call me later", []),
     ("I'm a huge fan.", []),  # of what?
+    ("They brighten up our day and always make us smile.", []),  # not an instruction
+    ("We'll keep going and never give up.", []),
     ("Run PageRank on the Finance graph and list the top accounts.", []),
 ]
 

@@ -71,6 +71,7 @@ from memory_server.memory.extract_rules import (
     DEICTIC_START_RE,
     EPHEMERAL_RE,
     HEDGE_RE,
+    IMPERATIVE_RE,
     LASTING_RE,
     MY_RE,
     POINTING_RE,
@@ -82,6 +83,7 @@ from memory_server.memory.extract_rules import (
     RULES,
     SELF_REPORT_RE,
     SENTENCE_RE,
+    SPEAKER_RE,
     TAIL_RE,
     YOU_SAID_RE,
     attribute_kind,
@@ -130,12 +132,16 @@ class RuleExtractor:
             )
             reported = bool(REPORTED_RE.search(SELF_REPORT_RE.sub("", sentence)))
             sentence, when = front_date(strip_fillers(sentence))
+            speaker = True  # whether the clause before is the user's (or an instruction)
             for i, part in enumerate(CLAUSE_RE.split(sentence.rstrip("?!. "))):
                 clause = strip_fillers(part if i or not when else f"{part} {when}")
                 polite = bool(POLITE_RE.match(clause))
                 clause = POLITE_RE.sub("", clause)
                 if not clause:
                     continue
+                if not speaker and IMPERATIVE_RE.match(clause):
+                    continue  # "they ... and always make us smile" is no instruction
+                speaker = bool(SPEAKER_RE.match(clause))
                 found: list[Candidate] = []
                 if REFERENCE_RE.match(clause):
                     if previous is not None and not question:

@@ -41,6 +41,10 @@ SENTENCE_RE = re.compile(rf"(?<=[.!?]){_TITLES}(?<!\bProf\.)\s+|\n+")
 _STARTS = r"(?:(?:also|actually|honestly|now|then)\s+)?(?:I|I'm|I've|I'll|my|please|always|never|"
 _STARTS += rf"call me|let's|we|we're|we'll|that's|that is|from now on|forget|(?:{_VERBS})\b)\b"
 CLAUSE_RE = _rx(rf"\s*;\s*|\s+[—–-]+\s+|,?\s+(?:and|but|so)\s+(?={_STARTS})|,\s+(?={_STARTS})")
+# An instruction to the assistant opens its sentence or follows the user's own words: in "They
+# brighten our day and always make us smile" the second half is not an instruction.
+IMPERATIVE_RE = _rx(rf"^(?:always|never|don't|(?:{_VERBS})\b)")
+SPEAKER_RE = _rx(rf"^(?:I\b|I'|please\b|always\b|never\b|don't\b|call me\b|(?:{_VERBS})\b)")
 _CANON = [
     (re.compile(r"[’‘]"), "'"),
     (re.compile(r"[“”]"), '"'),

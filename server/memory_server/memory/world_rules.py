@@ -112,7 +112,8 @@ _NOT_HAD = (
     r"question|problem|issue|error|bug|idea|doubt|feeling|suggestion|request|query|favou?r|lot|"
     r"bit|few|couple|look|chance|moment|minute|second|meeting|call|deadline|good|great|hard|"
     r"tough|rough|busy|blast|point|theory|thought|quick|follow-up|similar|different|concern|"
-    r"confession|way|sense|clue|plan|lot|talk|chat|word|go|try|break|day|week|time"
+    r"confession|way|sense|clue|plan|lot|talk|chat|word|go|try|break|day|week|time|story|"
+    r"\w+ story|question for"
 )
 _COUNT = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|my own|some)"
 _PLACES_VERBS = r"going|flying|travell?ing|heading|driving"  # "moving to" is a decision

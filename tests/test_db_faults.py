@@ -64,6 +64,7 @@ class Load:
 async def _call(load: Load, rpc: Callable[[], Awaitable[Any]]) -> Any:
     """One write, retried with the same request (the same client ids) while UNAVAILABLE."""
     while True:
+        started = time.monotonic()
         try:
             reply = await rpc()
         except grpc.aio.AioRpcError as exc:
@@ -73,7 +74,9 @@ async def _call(load: Load, rpc: Callable[[], Awaitable[Any]]) -> Any:
             await asyncio.sleep(0.05)
             continue
         load.statuses["OK"] += 1
-        load.ok_times.append(time.monotonic())
+        # When the acknowledged attempt began: a write already in flight when a fault struck
+        # may still be acknowledged, and says nothing about recovery.
+        load.ok_times.append(started)
         return reply
 
 
@@ -136,7 +139,7 @@ def _as_pgdata_owner(pgdata: Path, command: list[str]) -> list[str]:
 
 
 async def _server_backends(pgdata: Path) -> list[int]:
-    conn = await asyncpg.connect(database_dsn(pgdata))
+    conn = await _connect(pgdata)
     try:
         rows = await conn.fetch(
             """SELECT pid FROM pg_stat_activity
@@ -148,8 +151,21 @@ async def _server_backends(pgdata: Path) -> list[int]:
         await conn.close()
 
 
+async def _connect(pgdata: Path) -> asyncpg.Connection:
+    """The test's own connection, waiting out a crash recovery of an earlier fault: writes
+    acknowledged before recovery ended do not mean PostgreSQL takes new connections."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return await asyncpg.connect(database_dsn(pgdata))
+        except (asyncpg.CannotConnectNowError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def _terminate_backends(pgdata: Path) -> int:
-    conn = await asyncpg.connect(database_dsn(pgdata))
+    conn = await _connect(pgdata)
     try:
         killed: int = await conn.fetchval(
             """SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -193,7 +209,7 @@ async def _wait_until_acknowledged_after(load: Load, moment: float, timeout_s: f
 
 
 async def _live_versions_without_vectors(pgdata: Path) -> int:
-    conn = await asyncpg.connect(database_dsn(pgdata))
+    conn = await _connect(pgdata)
     try:
         missing: int = await conn.fetchval(
             """SELECT count(*) FROM fact_versions v
@@ -226,8 +242,8 @@ async def test_database_faults_under_load_lose_nothing_acknowledged(data_dir: Pa
                 ] * 3 + [("restart of PostgreSQL", _restart_postgres)] * 2
                 for kind, fault in kinds:
                     before = dict(load.statuses)
-                    moment = time.monotonic()
                     detail = await fault(pgdata)
+                    moment = time.monotonic()
                     recovered_s = await _wait_until_acknowledged_after(load, moment, 60)
                     unavailable = load.statuses["UNAVAILABLE"] - before.get("UNAVAILABLE", 0)
                     faults.append(

@@ -208,6 +208,9 @@ CASES: list[tuple[str, list[Candidate]]] = [
     ("I'm trying to get this query to work.", []),
     ("That's not true anymore.", []),
     ("call me later", []),
+    ("I'm a huge fan.", []),  # of what?
+    ("They brighten up our day and always make us smile.", []),  # not an instruction
+    ("We'll keep going and never give up.", []),
     ("Run PageRank on the Finance graph and list the top accounts.", []),
 ]
 

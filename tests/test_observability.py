@@ -36,6 +36,9 @@ FAMILIES = {
     "graphrag_memory_secrets_dropped",
     "graphrag_memory_learning_pending",
     "graphrag_memory_learning_duration_seconds",
+    "graphrag_memory_live_vectors_missing",
+    "graphrag_memory_vector_index_pending",
+    "graphrag_memory_vector_index_lag_seconds",
 }
 
 

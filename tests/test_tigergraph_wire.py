@@ -5,10 +5,13 @@ texts, an empty candidate set, and the vector index's rebuild lag."""
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from datetime import UTC, datetime
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from memory_client.schema_names import MEMORY_QUERIES, Q_SEARCH
 from memory_client.v1 import memory_pb2 as pb
@@ -19,7 +22,7 @@ from memory_server.index.tigergraph import (
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import AsOf, VectorRecord
 
-from conftest import ServerFactory, assert_eventually, new_id
+from conftest import RunningServer, ServerFactory, assert_eventually, new_id
 from tg_index import DIM, args, index, server_settings
 from tg_server import TGServer, serve_tigergraph
 
@@ -80,6 +83,35 @@ async def test_expired_token_is_refreshed_with_the_secret(tg: TGServer) -> None:
         await idx.aclose()
 
 
+async def test_expired_token_is_refreshed_with_username_and_password(tg: TGServer) -> None:
+    # Finding 9, the other credential: POST /gsql/v1/tokens with the user's Basic auth.
+    await install_schema(args(tg), DIM)
+    idx = index(tg, username="tigergraph", password="tg-password")
+    try:
+        await idx.upsert([record("s")])
+        tg.expire_tokens()
+        assert await idx.count("s") == 1
+        assert tg.counts["tokens_by_password"] == 1
+        assert tg.counts["tokens_by_secret"] == 0
+    finally:
+        await idx.aclose()
+    # Without a token configured, one is fetched with the password before the first query.
+    fresh = index(tg, token=None, username="tigergraph", password="tg-password")
+    try:
+        assert await fresh.count("s") == 1
+        assert tg.counts["tokens_by_password"] == 2
+    finally:
+        await fresh.aclose()
+    # A wrong password is a clear, permanent error, not a retry loop.
+    wrong = index(tg, username="tigergraph", password="not-it")
+    try:
+        tg.expire_tokens()
+        with pytest.raises(TigerGraphIndexError):
+            await wrong.count("s")
+    finally:
+        await wrong.aclose()
+
+
 async def test_expired_token_without_credentials_says_so(tg: TGServer) -> None:
     await install_schema(args(tg), DIM)
     idx = index(tg)
@@ -117,6 +149,52 @@ async def test_empty_scope_never_searches_everything(tg: TGServer) -> None:
         assert len(await idx.search("other", [1.0, 0.0, 0.0, 0.0], 5, AsOf())) == 1
     finally:
         await idx.aclose()
+
+
+async def test_approximate_search_returns_ranked_hits_of_the_scope(tg: TGServer) -> None:
+    # vectorSearch is approximate (HNSW): hits may miss true neighbours, but each hit is of the
+    # scope and the order is by score.
+    await install_schema(args(tg), DIM)
+    tg.state.ann_recall = 0.5
+    idx = index(tg)
+    rng = random.Random(7)
+    try:
+        records = [record("s", [rng.uniform(-1, 1) for _ in range(DIM)]) for _ in range(40)]
+        await idx.upsert([*records, record("other")])
+        query = [1.0, 0.5, 0.0, 0.0]
+        hits = await idx.search("s", query, 10, AsOf())
+        ids = {r.version_id for r in records}
+        assert 0 < len(hits) <= 10
+        assert {h.version_id for h in hits} <= ids
+        scores = [h.cosine for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        tg.state.ann_recall = 1.0
+        exact = await idx.search("s", query, 10, AsOf())
+        assert len(exact) == 10 and exact[0].cosine >= hits[0].cosine
+    finally:
+        await idx.aclose()
+
+
+async def test_a_fact_the_ann_misses_is_still_recalled_by_its_words(
+    start_server: ServerFactory, scope: dict[str, str]
+) -> None:
+    with serve_tigergraph() as tg:
+        tg.state.ann_recall = 0.0  # the worst case: the vector leg finds nothing
+        memory = await start_server(fact_extract_async=False, **server_settings(tg))
+        stub = memory.stub
+        await stub.AddFact(pb.AddFactRequest(**scope, text="Prefers window seats on long flights"))
+        outbox = memory.server.outbox
+        assert outbox is not None
+        outbox.notify()
+
+        async def indexed() -> bool:
+            return (await outbox.status())[0] == 0
+
+        await assert_eventually(indexed, what="the outbox drained")
+        found = await stub.SearchFacts(pb.SearchFactsRequest(**scope, query="window seats"))
+        assert [r.fact.text for r in found.results] == ["Prefers window seats on long flights"]
+        assert found.results[0].vector_score == 0
+        assert found.results[0].lexical_score > 0
 
 
 async def test_index_lag_is_reported_and_awaited(tg: TGServer) -> None:
@@ -208,3 +286,67 @@ async def test_learning_reuses_the_indexed_vectors_of_live_facts(
         assert ltm is not None
         assert tg.counts["query:Memory_vectors"] >= 1
         assert ltm.live_vectors_missing == 0
+
+
+async def _metric(memory: RunningServer, name: str) -> float:
+    url = f"http://127.0.0.1:{memory.server.metrics_port}/metrics"
+    async with httpx.AsyncClient() as http:
+        reply = await http.get(url)
+    for family in text_string_to_metric_families(reply.text):
+        for sample in family.samples:
+            if sample.name in (name, name + "_total"):
+                return float(sample.value)
+    raise AssertionError(f"{name} not on /metrics")
+
+
+async def test_metrics_show_the_index_lag_and_missing_vectors(
+    start_server: ServerFactory, scope: dict[str, str]
+) -> None:
+    # Findings 6 and 8 where an operator looks: /metrics shows vectors TigerGraph has not yet
+    # made searchable (each scrape asks GET /restpp/vector/status) and the live facts whose
+    # vectors learning could not read back.
+    with serve_tigergraph() as tg:
+        tg.state.index_lag_s = 1.0
+        memory = await start_server(
+            fact_extract_async=False, metrics_address="127.0.0.1:0", **server_settings(tg)
+        )
+        stub = memory.stub
+        await stub.AddFact(pb.AddFactRequest(**scope, text="Prefers concise answers"))
+        outbox = memory.server.outbox
+        assert outbox is not None
+        outbox.notify()
+
+        async def indexed() -> bool:
+            return (await outbox.status())[0] == 0
+
+        await assert_eventually(indexed, what="the outbox drained")
+        assert await _metric(memory, "graphrag_memory_vector_index_pending") == 1
+        assert await _metric(memory, "graphrag_memory_vector_index_lag_seconds") > 0
+
+        async def rebuilt() -> bool:
+            return await _metric(memory, "graphrag_memory_vector_index_pending") == 0
+
+        await assert_eventually(rebuilt, timeout_s=10, what="the index rebuilt")
+        assert await _metric(memory, "graphrag_memory_vector_index_lag_seconds") == 0
+        assert await _metric(memory, "graphrag_memory_live_vectors_missing") == 0
+
+        # TigerGraph down during a learning pass: the live fact's vector cannot be read back,
+        # so it is embedded again, and counted.
+        tg.down("json503")
+        conversation = new_id()
+        started = await stub.StartTurn(
+            pb.StartTurnRequest(
+                **scope, conversation_id=conversation, content="My favourite colour is amber."
+            )
+        )
+        await stub.CompleteTurn(
+            pb.CompleteTurnRequest(
+                **scope,
+                conversation_id=conversation,
+                content="Noted.",
+                parent_id=started.message.message_id,
+            )
+        )
+        # At least once: learning retries a pass that met an unavailable index.
+        assert await _metric(memory, "graphrag_memory_live_vectors_missing") >= 1
+        tg.up()

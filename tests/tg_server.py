@@ -14,6 +14,11 @@ can be taken down. Where the real server's answers are published, it answers the
   refused token, REST-1000 for a missing endpoint: pyTigerGraph common/auth.py; REST-3002 for
   a query past the server's timeout: TigerGraph's return-code reference), or a plain 503 as a
   proxy in front of a down server sends.
+- vectorSearch is approximate: "top-k ANN (approximate nearest neighbor) vector search",
+  HNSW by default (ecosys tutorials/VectorSearch.md, "Approximate Nearest Neighbors (ANN)").
+  `ann_recall` below 1 makes the stand-in miss that share of the candidates, chosen by a hash of
+  the vertex id and the query vector (so the same search misses the same vertices), and rank the
+  rest exactly: what a search with a small exploration factor returns.
 - What vectorSearch does with an empty candidate set is not documented: the stand-in takes
   the unsafe reading (no filter at all) unless the installed Memory_search re-checks the scope
   of its hits, so a query without that guard fails the isolation tests.
@@ -23,6 +28,7 @@ can be taken down. Where the real server's answers are published, it answers the
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import re
@@ -46,6 +52,10 @@ class TGState:
     version: str = "4.2.1"
     secret: str = "s3cret"
     tokens: set[str] = field(default_factory=lambda: {"good-token"})
+    # Database users (name -> password) for HTTP Basic auth on GSQL endpoints and for
+    # POST /gsql/v1/tokens without a secret (TigerGraph 4.x "Request a token": a user's
+    # credentials in the Authorization header; pyTigerGraph common/auth.py sends authMode "pwd").
+    users: dict[str, str] = field(default_factory=lambda: {"tigergraph": "tg-password"})
     vertex_installed: bool = False
     vector_dimension: int | None = None
     created_queries: set[str] = field(default_factory=set)
@@ -59,6 +69,7 @@ class TGState:
     installed_texts: dict[str, str] = field(default_factory=dict)
     created_texts: dict[str, str] = field(default_factory=dict)
     index_lag_s: float = 0.0  # seconds until an upserted vector is searchable
+    ann_recall: float = 1.0  # share of the candidates vectorSearch's HNSW walk finds
     upserted_at: dict[str, float] = field(default_factory=dict)
     other_vertex_types: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -71,6 +82,12 @@ def _version_text(version: str) -> str:
         f"TigerGraph version: {version}\n"
         f"product {stamp}\ngpe {stamp}\nrestpp {stamp}\n"
     )
+
+
+def _ann_finds(vid: str, qv: list[float], recall: float) -> bool:
+    """Whether the approximate search reaches `vid` for this query (deterministic)."""
+    digest = hashlib.sha256(f"{vid}|{qv}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < recall
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -115,9 +132,19 @@ class _Handler(BaseHTTPRequestHandler):
         if auth.startswith("Bearer ") and auth[7:] in st.tokens:
             return True
         if gsql and auth.startswith("Basic "):
-            user, _, pw = base64.b64decode(auth[6:]).decode().partition(":")
-            return user == "__GSQL__secret" and pw == st.secret
+            return self._basic_user() is not None
         return False
+
+    def _basic_user(self) -> str | None:
+        """The user an HTTP Basic header names, when its password (or the GSQL secret) fits."""
+        st = self.server.state
+        auth = self.headers.get("Authorization", "")
+        if not auth.startswith("Basic "):
+            return None
+        user, _, pw = base64.b64decode(auth[6:]).decode().partition(":")
+        if user == "__GSQL__secret" and pw == st.secret:
+            return user
+        return user if st.users.get(user) == pw else None
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -151,9 +178,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/gsql/v1/tokens" and method == "POST":
             st.counts["tokens"] += 1
             req = json.loads(body or b"{}")
-            if req.get("secret") != st.secret:
+            by_secret = "secret" in req and req["secret"] == st.secret
+            if not by_secret and ("secret" in req or self._basic_user() is None):
                 self._error("Authentication failed.", status=401)
                 return
+            st.counts["tokens_by_secret" if by_secret else "tokens_by_password"] += 1
             token = uuid.uuid4().hex
             st.tokens.add(token)
             self._send(
@@ -351,6 +380,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not cands and not guarded:
                 cands = list(indexed.items())  # the unsafe reading: no candidate filter
             qv = [float(x) for x in p["qv"]]
+            if st.ann_recall < 1.0:
+                cands = [(vid, v) for vid, v in cands if _ann_finds(vid, qv, st.ann_recall)]
             ranked = sorted(((1.0 - _cosine(qv, v["embedding"]), vid) for vid, v in cands))
             top = ranked[: int(p["k"])]
             if guarded:

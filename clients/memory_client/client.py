@@ -9,8 +9,8 @@ RPC, taking keyword arguments and returning the response protobuf. Both:
   (`backoff_s`, doubled each time, capped at 5 s; each sleep is drawn in [delay/2, delay]), up to
   `retries` times, and only for calls that are safe to repeat:
 
-  - reads always: GetContext, ListConversations, GetConversation, SearchFacts, ListFacts,
-    GetFact, GetFactHistory and the health check;
+  - reads always: GetContext, ListConversations, GetConversation, ListFeedback, SearchFacts,
+    ListFacts, GetFact, GetFactHistory and the health check;
   - writes only when a client-chosen id makes them idempotent on the server: StartTurn and
     CompleteTurn with a `message_id`, AppendMessages when every message has a `message_id`;
   - never any other write (SubmitFeedback, RenameConversation, DeleteConversation, AddFact,
@@ -175,6 +175,21 @@ class _Rpcs:
     ) -> pb.ListConversationsRequest:
         return pb.ListConversationsRequest(
             username=username, graphname=graphname, page_size=page_size, page_token=page_token
+        )
+
+    @rpc("ListFeedback", pb.ListFeedbackResponse, retry_if=always)
+    def list_feedback(
+        self,
+        graphname: str,
+        *,
+        rated_only: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout_s: float | None = None,
+    ) -> pb.ListFeedbackRequest:
+        """Every user's messages on the graph, oldest first (the admin feedback export)."""
+        return pb.ListFeedbackRequest(
+            graphname=graphname, rated_only=rated_only, page_size=page_size, page_token=page_token
         )
 
     @rpc("GetConversation", pb.GetConversationResponse, retry_if=always)

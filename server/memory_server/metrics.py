@@ -21,6 +21,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 log = logging.getLogger(__name__)
 
 OutboxStats = Callable[[], Awaitable[tuple[int, float]]]  # (pending rows, oldest age in s)
+# (vectors upserted but not yet reported searchable, seconds since the oldest of them)
+IndexStats = Callable[[], Awaitable[tuple[int, float]]]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
@@ -95,12 +97,30 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.live_vectors_missing_total = Counter(
+            "graphrag_memory_live_vectors_missing",
+            "Live facts whose vector the index did not return, embedded again for"
+            " reconciliation (a rise on every learning pass means the index replies are misread)",
+            registry=r,
+        )
+        self.index_pending = Gauge(
+            "graphrag_memory_vector_index_pending",
+            "Vectors upserted to TigerGraph that its index has not yet reported searchable",
+            registry=r,
+        )
+        self.index_lag = Gauge(
+            "graphrag_memory_vector_index_lag_seconds",
+            "Seconds since the oldest upsert TigerGraph's index has not yet reported rebuilt"
+            " (0 when all are searchable)",
+            registry=r,
+        )
         # (method, code) -> the counter and histogram children: labels() on every RPC costs more
         # than the observation itself.
         self._rpc_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._actors: Callable[[], tuple[int, int]] | None = None
         self._outbox: OutboxStats | None = None
         self._learning: Callable[[], int] | None = None
+        self._index: IndexStats | None = None
         for decision in ("ADD", "UPDATE", "DELETE", "NONE"):
             self.fact_decisions.labels(decision)  # present at 0 before the first decision
 
@@ -110,12 +130,16 @@ class Metrics:
         actors: Callable[[], tuple[int, int]],
         outbox: OutboxStats | None,
         learning: Callable[[], int] | None = None,
+        index: IndexStats | None = None,
     ) -> None:
-        """Where the scrape-time gauges come from: (actors alive, queued writes) and, with
-        long-term memory on, the outbox's (pending, oldest age) and the turns still learning."""
+        """Where the scrape-time gauges come from: (actors alive, queued writes), with
+        long-term memory on the outbox's (pending, oldest age) and the turns still learning,
+        and with TigerGraph the vector index's (pending, lag): each scrape asks TigerGraph once
+        (GET /restpp/vector/status)."""
         self._actors = actors
         self._outbox = outbox
         self._learning = learning
+        self._index = index
 
     # --- Telemetry (the domain's port) and the pool's observer -------------------------------
 
@@ -128,6 +152,10 @@ class Metrics:
 
     def learned(self, seconds: float) -> None:
         self.learning_seconds.observe(seconds)
+
+    def live_vectors_missing(self, facts: int) -> None:
+        if facts:
+            self.live_vectors_missing_total.inc(facts)
 
     def embedding_batch(self, size: int, seconds: float) -> None:
         self.embedding_batch_size.observe(size)
@@ -162,6 +190,15 @@ class Metrics:
             else:
                 self.outbox_pending.set(pending)
                 self.outbox_lag.set(lag_s)
+        if self._index is not None:
+            try:
+                async with asyncio.timeout(_SCRAPE_QUERY_TIMEOUT_S):
+                    pending, lag_s = await self._index()
+            except Exception as exc:  # TigerGraph down must not fail the scrape either
+                log.warning("vector index metrics not refreshed: %s", type(exc).__name__)
+            else:
+                self.index_pending.set(pending)
+                self.index_lag.set(lag_s)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

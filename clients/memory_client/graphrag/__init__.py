@@ -16,6 +16,8 @@
   `hide_memory_edges_info`, `hide_memory_schema` (a `getSchema()` dict), `hide_memory_queries`:
   remove the memory index from what the agent sees; `is_memory_vertex`, `is_memory_edge`,
   `is_memory_query` test one name.
+* `global_roles`, `conversation_access_roles`, `has_admin_role`: GraphRAG's admin rule for the
+  all-users feedback export (`memory_client.graphrag.roles`).
 * `python -m memory_client.graphrag.migrate`: imports chat-history's SQLite file.
 """
 
@@ -23,6 +25,7 @@ from memory_client.graphrag.adapter import (
     GraphRAGMemory,
     Turn,
     conversation_json,
+    feedback_json,
     memory_service_address,
     message_json,
 )
@@ -31,6 +34,11 @@ from memory_client.graphrag.prompts import (
     history_from_messages,
     history_items,
     schema_mapping_conversation,
+)
+from memory_client.graphrag.roles import (
+    conversation_access_roles,
+    global_roles,
+    has_admin_role,
 )
 from memory_client.schema_names import (
     hide_memory_edge_types,
@@ -47,8 +55,12 @@ from memory_client.schema_names import (
 __all__ = [
     "GraphRAGMemory",
     "Turn",
+    "conversation_access_roles",
     "conversation_json",
+    "feedback_json",
     "generation_context",
+    "global_roles",
+    "has_admin_role",
     "hide_memory_edge_types",
     "hide_memory_edges_info",
     "hide_memory_queries",

@@ -101,6 +101,16 @@ def message_json(message: pb.Message) -> dict[str, Any]:
     }
 
 
+def feedback_json(graphname: str, entry: pb.FeedbackEntry) -> dict[str, Any]:
+    """A message of the admin export: chat-history's Message shape, with whose it is
+    (`user_id`), the graph, and `update_ts` (when it was last rated; its creation otherwise)."""
+    out = message_json(entry.message)
+    out["user_id"] = entry.username
+    out["graphname"] = graphname
+    out["update_ts"] = _rfc3339(entry.feedback_at) or out["create_ts"]
+    return out
+
+
 def conversation_json(username: str, conversation: pb.Conversation) -> dict[str, Any]:
     """A conversation in chat-history's Conversation shape (plus its message count)."""
     return {
@@ -250,6 +260,22 @@ class GraphRAGMemory:
                 username, graphname, conversation_id, page_size=1000, page_token=token
             )
             out.extend(message_json(m) for m in page.messages)
+            token = page.next_page_token
+            if not token:
+                return out
+
+    async def feedback_export(
+        self, graphname: str, *, rated_only: bool = False
+    ) -> list[dict[str, Any]]:
+        """Every user's messages on the graph, oldest first (`feedback_json` shape): what
+        chat-history's GET /get_feedback gave an admin. The caller checks who is an admin."""
+        out: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            page = await self.client.list_feedback(
+                graphname, rated_only=rated_only, page_size=1000, page_token=token
+            )
+            out.extend(feedback_json(graphname, entry) for entry in page.entries)
             token = page.next_page_token
             if not token:
                 return out

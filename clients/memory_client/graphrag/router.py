@@ -6,7 +6,9 @@ Needs the `graphrag` extra (`pip install 'graphrag-memory[graphrag]'`, which add
     GET    /ui/{graphname}/conversation/{id}           a conversation's messages, oldest first
     POST   /ui/{graphname}/feedback                    {message_id, feedback, comment, …}
     DELETE /ui/{graphname}/conversation/{id}           the conversation and its messages
-    GET    /ui/{graphname}/get_feedback                the caller's messages on the graph
+    GET    /ui/{graphname}/get_feedback                the caller's messages on the graph;
+                                                       an admin's: every user's
+    GET    /ui/get_feedback                            the same over all the caller's graphs
 
 The JSON is chat-history's (see `memory_client.graphrag.adapter`). Who the caller is comes from
 the `current_user` dependency you pass: GraphRAG's own `ui_basic_auth` as it is, which checks
@@ -15,6 +17,11 @@ may use and the HTTP Basic credentials (tigergraph/graphrag cc4eed1,
 graphrag/app/routers/ui.py:98-106). A graph not in that list is 403. A dependency returning a
 bare username (str) is accepted too; then no graph check is made. The router never trusts a
 user id from the path or the body, so one user cannot read or change another's history.
+
+Who is an admin comes from the `is_admin` dependency you pass (a FastAPI dependency returning
+a bool; none: nobody). Chat-history's rule — a TigerGraph global role listed in
+`chat_config.conversationAccessRoles` — is built from `memory_client.graphrag.roles` (the
+integration guide shows the dependency).
 
 An unknown conversation is 404 (chat-history answered 200 and `[]`,
 chat-history/db/db.go:64-78): a UI written for chat-history should treat 404 as an empty
@@ -99,12 +106,22 @@ def _failed(exc: MemoryClientError) -> HTTPException:
     return HTTPException(status_code=http_status_for(exc.code), detail=exc.details)
 
 
+def _nobody_is_admin() -> bool:
+    return False
+
+
 def memory_ui_router(
-    memory: GraphRAGMemory, current_user: Callable[..., Any], *, prefix: str = "/ui"
+    memory: GraphRAGMemory,
+    current_user: Callable[..., Any],
+    *,
+    prefix: str = "/ui",
+    is_admin: Callable[..., Any] | None = None,
 ) -> APIRouter:
     """The UI routes over `memory`. `current_user` is a FastAPI dependency: GraphRAG's
     `ui_basic_auth` unchanged (returning `(graphs, credentials)`), or one returning the
-    authenticated username (a str)."""
+    authenticated username (a str). `is_admin`, a FastAPI dependency returning a bool (it may
+    itself depend on `current_user`; FastAPI runs that once per request), opens the all-users
+    feedback export; without it nobody is an admin."""
     router = APIRouter(prefix=prefix, tags=["memory"])
 
     def graph_user(
@@ -154,22 +171,50 @@ def memory_ui_router(
             raise _failed(exc) from exc
         return {"message": "Conversation deleted successfully", "deleted_messages": deleted}
 
-    @router.get("/{graphname}/get_feedback")
-    async def get_feedback(graphname: Graph, username: User) -> list[dict[str, Any]]:
-        """Chat-history's GET /get_feedback as it answers a user without an admin role: every
-        message of the caller's conversations (here: on this graph), feedback fields included
-        (chat-history/routes/routes.go:259-283). The all-users export chat-history gives an
-        admin has no counterpart: the service's RPCs are scoped to one user."""
+    Admin = Annotated[bool, Depends(is_admin or _nobody_is_admin)]
+
+    async def feedback_of(graphname: str, username: str, admin: bool) -> list[dict[str, Any]]:
+        if admin:
+            return await memory.feedback_export(graphname)
+        out: list[dict[str, Any]] = []
+        for conversation in await memory.list_conversations(username, graphname):
+            out.extend(
+                await memory.conversation_messages(
+                    username, graphname, conversation["conversation_id"]
+                )
+            )
+        return out
+
+    @router.get("/get_feedback")
+    async def get_all_feedback(
+        auth: Annotated[Any, Depends(current_user)], admin: Admin
+    ) -> list[dict[str, Any]]:
+        """Chat-history's GET /get_feedback, over every graph the caller may use (graph by
+        graph, in name order): an admin gets every user's messages, anyone else their own
+        (chat-history/routes/routes.go:239-308). A `current_user` that returns a bare username
+        gives no graph list: then this route is 400 and the graph-scoped one is the way."""
+        caller = caller_from_auth(auth)
+        if caller.graphs is None:
+            raise HTTPException(
+                status_code=400, detail="no graph list for this user: use /{graphname}/get_feedback"
+            )
         out: list[dict[str, Any]] = []
         try:
-            for conversation in await memory.list_conversations(username, graphname):
-                out.extend(
-                    await memory.conversation_messages(
-                        username, graphname, conversation["conversation_id"]
-                    )
-                )
+            for graphname in sorted(caller.graphs):
+                out.extend(await feedback_of(graphname, caller.username, admin))
         except MemoryClientError as exc:
             raise _failed(exc) from exc
         return out
+
+    @router.get("/{graphname}/get_feedback")
+    async def get_feedback(graphname: Graph, username: User, admin: Admin) -> list[dict[str, Any]]:
+        """Chat-history's GET /get_feedback on one graph: an admin gets every user's messages
+        (`feedback_json`: chat-history's shape with `user_id`), anyone else every message of
+        their own conversations, feedback fields included (chat-history/routes/routes.go:
+        259-283)."""
+        try:
+            return await feedback_of(graphname, username, admin)
+        except MemoryClientError as exc:
+            raise _failed(exc) from exc
 
     return router

@@ -665,6 +665,91 @@ class ListConversationsResponse(_message.Message):
 Global___ListConversationsResponse: _TypeAlias = ListConversationsResponse  # noqa: Y015
 
 @_typing.final
+class ListFeedbackRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    RATED_ONLY_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    graphname: _builtins.str
+    rated_only: _builtins.bool
+    """Only messages with feedback (up or down) or a comment."""
+    page_size: _builtins.int
+    """0 means the default (100); larger than the maximum (1000) is reduced to it."""
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        graphname: _builtins.str = ...,
+        rated_only: _builtins.bool = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["graphname", b"graphname", "page_size", b"page_size", "page_token", b"page_token", "rated_only", b"rated_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFeedbackRequest: _TypeAlias = ListFeedbackRequest  # noqa: Y015
+
+@_typing.final
+class FeedbackEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    FEEDBACK_AT_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    """Whose conversation the message is in."""
+    @_builtins.property
+    def message(self) -> Global___Message: ...
+    @_builtins.property
+    def feedback_at(self) -> _timestamp_pb2.Timestamp:
+        """When the feedback or comment was last set; unset when it never was."""
+
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        message: Global___Message | None = ...,
+        feedback_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["feedback_at", b"feedback_at", "message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["feedback_at", b"feedback_at", "message", b"message", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FeedbackEntry: _TypeAlias = FeedbackEntry  # noqa: Y015
+
+@_typing.final
+class ListFeedbackResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___FeedbackEntry]:
+        """Oldest message first."""
+
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___FeedbackEntry] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFeedbackResponse: _TypeAlias = ListFeedbackResponse  # noqa: Y015
+
+@_typing.final
 class GetConversationRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

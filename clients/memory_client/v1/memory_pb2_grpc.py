@@ -79,6 +79,11 @@ class MemoryServiceStub:
                 request_serializer=memory__client_dot_v1_dot_memory__pb2.DeleteConversationRequest.SerializeToString,
                 response_deserializer=memory__client_dot_v1_dot_memory__pb2.DeleteConversationResponse.FromString,
                 _registered_method=True)
+        self.ListFeedback = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/ListFeedback',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.ListFeedbackRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.ListFeedbackResponse.FromString,
+                _registered_method=True)
         self.SearchFacts = channel.unary_unary(
                 '/graphrag.memory.v1.MemoryService/SearchFacts',
                 request_serializer=memory__client_dot_v1_dot_memory__pb2.SearchFactsRequest.SerializeToString,
@@ -182,6 +187,15 @@ class MemoryServiceServicer:
 
     def DeleteConversation(self, request, context):
         """Removes the conversation with its messages and summaries.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFeedback(self, request, context):
+        """Every user's messages on one graph, oldest first: the admin feedback export (GraphRAG's
+        GET /ui/get_feedback for a user with an admin role). The service checks no roles; whoever
+        calls it (the UI router) decides who is an admin.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -291,6 +305,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteConversation,
                     request_deserializer=memory__client_dot_v1_dot_memory__pb2.DeleteConversationRequest.FromString,
                     response_serializer=memory__client_dot_v1_dot_memory__pb2.DeleteConversationResponse.SerializeToString,
+            ),
+            'ListFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFeedback,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.ListFeedbackRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.ListFeedbackResponse.SerializeToString,
             ),
             'SearchFacts': grpc.unary_unary_rpc_method_handler(
                     servicer.SearchFacts,
@@ -576,6 +595,33 @@ class MemoryService:
             '/graphrag.memory.v1.MemoryService/DeleteConversation',
             memory__client_dot_v1_dot_memory__pb2.DeleteConversationRequest.SerializeToString,
             memory__client_dot_v1_dot_memory__pb2.DeleteConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/ListFeedback',
+            memory__client_dot_v1_dot_memory__pb2.ListFeedbackRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.ListFeedbackResponse.FromString,
             options,
             channel_credentials,
             insecure,

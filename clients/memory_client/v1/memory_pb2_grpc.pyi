@@ -57,6 +57,11 @@ class MemoryServiceStub:
     RenameConversation: _grpc.UnaryUnaryMultiCallable[_memory_pb2.RenameConversationRequest, _memory_pb2.RenameConversationResponse]
     DeleteConversation: _grpc.UnaryUnaryMultiCallable[_memory_pb2.DeleteConversationRequest, _memory_pb2.DeleteConversationResponse]
     """Removes the conversation with its messages and summaries."""
+    ListFeedback: _grpc.UnaryUnaryMultiCallable[_memory_pb2.ListFeedbackRequest, _memory_pb2.ListFeedbackResponse]
+    """Every user's messages on one graph, oldest first: the admin feedback export (GraphRAG's
+    GET /ui/get_feedback for a user with an admin role). The service checks no roles; whoever
+    calls it (the UI router) decides who is an admin.
+    """
     SearchFacts: _grpc.UnaryUnaryMultiCallable[_memory_pb2.SearchFactsRequest, _memory_pb2.SearchFactsResponse]
     """Long-term memory: facts per (username, graphname), bitemporal.
     Hybrid search (vector + lexical); the as-of filters apply before ranking.
@@ -100,6 +105,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     RenameConversation: _aio.UnaryUnaryMultiCallable[_memory_pb2.RenameConversationRequest, _memory_pb2.RenameConversationResponse]  # type: ignore[assignment]
     DeleteConversation: _aio.UnaryUnaryMultiCallable[_memory_pb2.DeleteConversationRequest, _memory_pb2.DeleteConversationResponse]  # type: ignore[assignment]
     """Removes the conversation with its messages and summaries."""
+    ListFeedback: _aio.UnaryUnaryMultiCallable[_memory_pb2.ListFeedbackRequest, _memory_pb2.ListFeedbackResponse]  # type: ignore[assignment]
+    """Every user's messages on one graph, oldest first: the admin feedback export (GraphRAG's
+    GET /ui/get_feedback for a user with an admin role). The service checks no roles; whoever
+    calls it (the UI router) decides who is an admin.
+    """
     SearchFacts: _aio.UnaryUnaryMultiCallable[_memory_pb2.SearchFactsRequest, _memory_pb2.SearchFactsResponse]  # type: ignore[assignment]
     """Long-term memory: facts per (username, graphname), bitemporal.
     Hybrid search (vector + lexical); the as-of filters apply before ranking.
@@ -194,6 +204,17 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_pb2.DeleteConversationResponse, _abc.Awaitable[_memory_pb2.DeleteConversationResponse]]:
         """Removes the conversation with its messages and summaries."""
+
+    @_abc_1.abstractmethod
+    def ListFeedback(
+        self,
+        request: _memory_pb2.ListFeedbackRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.ListFeedbackResponse, _abc.Awaitable[_memory_pb2.ListFeedbackResponse]]:
+        """Every user's messages on one graph, oldest first: the admin feedback export (GraphRAG's
+        GET /ui/get_feedback for a user with an admin role). The service checks no roles; whoever
+        calls it (the UI router) decides who is an admin.
+        """
 
     @_abc_1.abstractmethod
     def SearchFacts(

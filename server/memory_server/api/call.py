@@ -40,14 +40,13 @@ class Backend(Protocol):
     def _memory(self) -> ConversationMemory: ...
 
 
-class Call(Generic[Req]):
-    """One request as a handler sees it."""
+class _Fields(Generic[Req]):
+    """A request's fields, read through validators, and the call's time budget."""
 
-    __slots__ = ("budget_s", "request", "scope", "_settings")
+    __slots__ = ("budget_s", "request", "_settings")
 
-    def __init__(self, request: Req, scope: Scope, budget_s: float, settings: Settings) -> None:
+    def __init__(self, request: Req, budget_s: float, settings: Settings) -> None:
         self.request = request
-        self.scope = scope
         # Seconds left for the work: the client's deadline, capped by request_timeout_seconds.
         self.budget_s = budget_s
         self._settings = settings
@@ -74,6 +73,26 @@ class Call(Generic[Req]):
         return time_field(name, self.request, name)
 
 
+class Call(_Fields[Req]):
+    """One request of one scope (username, graphname) as a handler sees it."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, request: Req, scope: Scope, budget_s: float, settings: Settings) -> None:
+        super().__init__(request, budget_s, settings)
+        self.scope = scope
+
+
+class GraphCall(_Fields[Req]):
+    """One request about a whole graph, across its users (the admin feedback export)."""
+
+    __slots__ = ("graphname",)
+
+    def __init__(self, request: Req, graphname: str, budget_s: float, settings: Settings) -> None:
+        super().__init__(request, budget_s, settings)
+        self.graphname = graphname
+
+
 def time_field(field: str, message: Any, name: str) -> datetime | None:
     """The message's Timestamp field `name`, validated; None when it is not set."""
     if not message.HasField(name):
@@ -83,20 +102,41 @@ def time_field(field: str, message: Any, name: str) -> datetime | None:
 
 
 Handler = Callable[[Any, Call[Req]], Awaitable[Resp]]
+GraphHandler = Callable[[Any, GraphCall[Req]], Awaitable[Resp]]
 Method = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
 
 
 def rpc(handler: Handler[Req, Resp]) -> Method[Req, Resp]:
-    """Turns `handler(self, call)` into the servicer method grpc calls."""
+    """Turns `handler(self, call)` into the servicer method grpc calls: the request's
+    username and graphname are validated into the call's scope."""
 
+    def make(self: Backend, request: Any, context: grpc.aio.ServicerContext) -> Call[Req]:
+        scope = v.scope(request.username, request.graphname)
+        logs.scope_hash.set(scope.scope_hash)
+        return Call(request, scope, _budget_s(self._settings, context), self._settings)
+
+    return _method(handler, make)
+
+
+def graph_rpc(handler: GraphHandler[Req, Resp]) -> Method[Req, Resp]:
+    """`rpc` for a request that names a graph and no user."""
+
+    def make(self: Backend, request: Any, context: grpc.aio.ServicerContext) -> GraphCall[Req]:
+        graphname = v.identifier("graphname", request.graphname)
+        return GraphCall(request, graphname, _budget_s(self._settings, context), self._settings)
+
+    return _method(handler, make)
+
+
+def _method(
+    handler: Callable[[Any, Any], Awaitable[Resp]],
+    make: Callable[[Backend, Any, grpc.aio.ServicerContext], object],
+) -> Method[Req, Resp]:
     @functools.wraps(handler)
     async def method(self: Backend, request: Req, context: grpc.aio.ServicerContext) -> Resp:
         try:
             self._memory  # noqa: B018 - a disabled server refuses before looking at the input
-            scope = v.scope(request.username, request.graphname)  # type: ignore[attr-defined]
-            logs.scope_hash.set(scope.scope_hash)
-            call = Call(request, scope, _budget_s(self._settings, context), self._settings)
-            return await handler(self, call)
+            return await handler(self, make(self, request, context))
         except grpc.aio.AbortError:
             raise
         except Exception as exc:

@@ -16,6 +16,7 @@ from memory_server.memory.facts import FactKind, FactVersion, HistoryEvent
 from memory_server.memory.model import (
     ConversationInfo,
     Feedback,
+    FeedbackEntry,
     MemoryContext,
     Role,
     StoredMessage,
@@ -77,6 +78,14 @@ def message_pb(m: StoredMessage) -> pb.Message:
         comment=m.comment,
         created_at=timestamp(m.created_at),
         tokens=m.tokens,
+    )
+
+
+def feedback_entry_pb(entry: FeedbackEntry) -> pb.FeedbackEntry:
+    return pb.FeedbackEntry(
+        username=entry.username,
+        message=message_pb(entry.message),
+        feedback_at=None if entry.feedback_at is None else timestamp(entry.feedback_at),
     )
 
 

@@ -10,7 +10,7 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 from memory_server.api import convert as c
 from memory_server.api import validation as v
-from memory_server.api.call import Call, rpc, time_field
+from memory_server.api.call import Call, GraphCall, graph_rpc, rpc, time_field
 from memory_server.memory.errors import Disabled, InvalidArgument
 from memory_server.memory.facts import FactKind
 from memory_server.memory.identity import Scope
@@ -22,6 +22,7 @@ from memory_server.settings import Settings
 
 LIST_CONVERSATIONS_PAGE = (50, 500)  # (default, maximum)
 GET_CONVERSATION_PAGE = (100, 1000)
+LIST_FEEDBACK_PAGE = (100, 1000)
 LIST_FACTS_PAGE = (100, 1000)
 MAX_TOP_K = 100
 MAX_FACT_CHARS = 2000
@@ -234,6 +235,23 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return pb.DeleteConversationResponse(deleted_messages=deleted)
 
     # --- long-term memory ------------------------------------------------------------------
+
+    @graph_rpc
+    async def ListFeedback(
+        self, call: GraphCall[pb.ListFeedbackRequest]
+    ) -> pb.ListFeedbackResponse:
+        page = await self._memory.list_feedback(
+            call.graphname,
+            call.request.rated_only,
+            call.page_size(LIST_FEEDBACK_PAGE),
+            call.request.page_token,
+            timeout_s=call.budget_s,
+            page_bytes=self._settings.max_request_bytes // 2,
+        )
+        return pb.ListFeedbackResponse(
+            entries=[c.feedback_entry_pb(entry) for entry in page.items],
+            next_page_token=page.next_cursor,
+        )
 
     @rpc
     async def SearchFacts(self, call: Call[pb.SearchFactsRequest]) -> pb.SearchFactsResponse:

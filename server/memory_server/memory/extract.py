@@ -31,8 +31,17 @@ PREFERENCE; decided/chose/switched/will are DECISION; working on/trying to/wants
 attributes are GOAL; the rest (name, called, role, team, timezone, works, lives) is IDENTITY.
 
 "my <attribute>" only counts for attributes about the user (name, timezone, role, team,
-company, location, language, pronouns, goal, project, stack, ... or favourite/preferred/default
-anything): "my query is slow" and "my boss is Ann" are not facts about the user.
+company, location, language, pronouns, goal, project, stack, hobbies, dream, ... or
+favourite/preferred/default anything) and for the user's people ("my manager/sister/dentist is
+<Name> | a/an X"): "my query is slow" and "my boss is annoying" are not facts about the user.
+
+The user's world (people, work, places, possessions, health and constraints, plans, dated
+events: "I report to Ann", "I moved to Lisbon", "I have a dog named Max", "I'm allergic to
+peanuts", "we're going to Rome in May", "I ran a marathon last Sunday") is read by the forms in
+memory/world_rules.py, tried before the ones above. A past event needs its date ("last Sunday",
+"two years ago", "just", or a sentence that opens with it: "Last week, I joined a gym") unless
+it is a notable one (won, joined, adopted, bought, visited, met, "got a new job"...), and one
+about the moment's work ("I ran the loader job yesterday") is not kept.
 
 Retractions ("forget that I like jazz", "I don't like jazz anymore", "I no longer work at Acme",
 "I'm not a student anymore", "forget my timezone", "ignore what I said about coffee", "that's not
@@ -56,13 +65,13 @@ from __future__ import annotations
 import re
 
 from memory_server.memory.extract_rules import (
-    BAD_VALUE_RE,
     CHANGE_RE,
     CLAUSE_RE,
     DEICTIC_RE,
     DEICTIC_START_RE,
     EPHEMERAL_RE,
     HEDGE_RE,
+    IMPERATIVE_RE,
     LASTING_RE,
     MY_RE,
     POINTING_RE,
@@ -74,9 +83,11 @@ from memory_server.memory.extract_rules import (
     RULES,
     SELF_REPORT_RE,
     SENTENCE_RE,
+    SPEAKER_RE,
     TAIL_RE,
     YOU_SAID_RE,
     attribute_kind,
+    bad_value,
     canon,
     clean,
     sentence_case,
@@ -87,6 +98,7 @@ from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
 from memory_server.memory.restated import Recalled, unique
 from memory_server.memory.words import third_singular
+from memory_server.memory.world_rules import DATED_RE, TECHNICAL_RE, front_date, person_fact
 
 NAME = "rules-v1"
 
@@ -119,12 +131,17 @@ class RuleExtractor:
                 or EPHEMERAL_RE.search(sentence)
             )
             reported = bool(REPORTED_RE.search(SELF_REPORT_RE.sub("", sentence)))
-            for part in CLAUSE_RE.split(sentence.rstrip("?!. ")):
-                clause = strip_fillers(part)
+            sentence, when = front_date(strip_fillers(sentence))
+            speaker = True  # whether the clause before is the user's (or an instruction)
+            for i, part in enumerate(CLAUSE_RE.split(sentence.rstrip("?!. "))):
+                clause = strip_fillers(part if i or not when else f"{part} {when}")
                 polite = bool(POLITE_RE.match(clause))
                 clause = POLITE_RE.sub("", clause)
                 if not clause:
                     continue
+                if not speaker and IMPERATIVE_RE.match(clause):
+                    continue  # "they ... and always make us smile" is no instruction
+                speaker = bool(SPEAKER_RE.match(clause))
                 found: list[Candidate] = []
                 if REFERENCE_RE.match(clause):
                     if previous is not None and not question:
@@ -155,8 +172,14 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
         if ("lasting" in mode and not lasting) or not (m := pattern.match(clause)):
             continue
         obj = clean(TAIL_RE.sub("", m["obj"]))
+        if "undated" in mode:  # "Works at Stripe", not "Works at Stripe last month"
+            obj = clean(DATED_RE.sub("", obj))
+        elif "dated" in mode and not (m["soon"] or DATED_RE.search(obj)):
+            continue  # a past event is kept only with its date ("I ran a marathon last Sunday")
+        if ("dated" in mode or "nontech" in mode) and TECHNICAL_RE.search(obj):
+            return []
         if (
-            not obj
+            (not obj and "bare" not in mode)
             or len(obj.split()) > (4 if mode == "name" else 16)
             or (mode == "name" and not obj[0].isupper())
             or DEICTIC_START_RE.match(obj)
@@ -169,13 +192,10 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
         return [(sentence_case(text), kind)]
     if m := MY_RE.match(clause):
         attr, value = m["attr"].strip(), clean(TAIL_RE.sub("", m["obj"]))
+        if value and (person := person_fact(attr, m["be"], value)) is not None:
+            return [(sentence_case(swap_person(person)), FactKind.IDENTITY)]
         known = attribute_kind(attr)
-        if (
-            known is not None
-            and value
-            and len(value.split()) <= 8
-            and not BAD_VALUE_RE.match(value)
-        ):
+        if known is not None and value and len(value.split()) <= 8 and not bad_value(attr, value):
             text = f"{attr} {m['be'].lower()} {swap_person(value)}"
             return [(sentence_case(text), known)]
     return []

@@ -10,6 +10,7 @@ import re
 
 from memory_server.memory.facts import FactKind
 from memory_server.memory.words import third_singular
+from memory_server.memory.world_rules import WORLD_FIRST, WORLD_RETRACTIONS
 
 _P, _D, _G, _I, _O = (
     FactKind.PREFERENCE,
@@ -34,10 +35,16 @@ _VERBS = (
     r"label|output|avoid|stick|make|comment|quote|convert|translate|spell|assume|remind|tell|"
     r"send|point|reference|suggest|offer|stay|default|limit|wrap|highlight|double-check|number"
 )
-SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+# Not after a title: "My dentist is Dr. Patel" is one sentence.
+_TITLES = "".join(rf"(?<!\b{t}\.)" for t in ("Dr", "Mr", "Ms", "Mrs", "St", "Jr", "Sr"))
+SENTENCE_RE = re.compile(rf"(?<=[.!?]){_TITLES}(?<!\bProf\.)\s+|\n+")
 _STARTS = r"(?:(?:also|actually|honestly|now|then)\s+)?(?:I|I'm|I've|I'll|my|please|always|never|"
 _STARTS += rf"call me|let's|we|we're|we'll|that's|that is|from now on|forget|(?:{_VERBS})\b)\b"
 CLAUSE_RE = _rx(rf"\s*;\s*|\s+[—–-]+\s+|,?\s+(?:and|but|so)\s+(?={_STARTS})|,\s+(?={_STARTS})")
+# An instruction to the assistant opens its sentence or follows the user's own words: in "They
+# brighten our day and always make us smile" the second half is not an instruction.
+IMPERATIVE_RE = _rx(rf"^(?:always|never|don't|(?:{_VERBS})\b)")
+SPEAKER_RE = _rx(rf"^(?:I\b|I'|please\b|always\b|never\b|don't\b|call me\b|(?:{_VERBS})\b)")
 _CANON = [
     (re.compile(r"[’‘]"), "'"),
     (re.compile(r"[“”]"), '"'),
@@ -101,7 +108,11 @@ _MARKERS_RE = _rx(
     r"anymore|anylonger|these days|nowadays|actually|please|now)\b"
 )
 # A reason or an objection after the fact is not part of it: "Prefers GSQL because ..."
-TAIL_RE = _rx(r"\s*,?\s*\b(?:because|since|but|though|although|so that|which is why)\b.*$")
+TAIL_RE = _rx(
+    r"\s*,?\s*\b(?:because|(?<!ever )since|but|even though|even if|though|although|so that|"
+    r"which is why|and (?:it|that|this)"
+    r"(?:'s|\s+(?:was|is|has|had|made|felt|looks|looked|got)\b))\b.*$"
+)
 # Pointing at something in this conversation ("I like this", "the way you explained that",
 # "your answers") is feedback on the moment, not a lasting fact.
 DEICTIC_START_RE = _rx(
@@ -133,6 +144,7 @@ _ME = r"^(?:I|we)(?:'ve| have)? " + _ADV
 _I_WILL = r"^(?:I'll|I'm going to|let's) "
 _IMPERATIVE = rf"(?P<obj>(?:{_VERBS})\b.*)$"
 RULES: list[_Rule] = [
+    *WORLD_FIRST,
     _rule(r"^(?:you can |always )?call me (?P<obj>[^,]+)$", "Wants to be called {obj}", _I, "name"),
     _rule(r"^I go by (?P<obj>[^,]+)$", "Goes by {obj}", _I, "name"),
     _rule(r"^I want you to (?P<a>always|never) (?P<obj>.+)$", _WANTS + " {a} {obj}", _P, "loose"),
@@ -147,7 +159,7 @@ RULES: list[_Rule] = [
     _rule(r"^I'm (?:a )?(?:big |huge )?fan of (?P<obj>.+)$", "Is a fan of {obj}", _P, "loose"),
     _rule(r"^I'm not (?:a )?(?:big |huge )?fan of (?P<obj>.+)$", "Dislikes {obj}", _P, "loose"),
     _rule(_ME + r"(?P<v>decided|settled on|opted for|committed to) (?P<obj>.+)$", "{v} {obj}", _D),
-    _rule(_ME + r"(?:chose|chosen|picked) (?P<obj>.+)$", "Chose {obj}", _D),
+    _rule(_ME + r"(?:chose|chosen|picked(?! up)) (?P<obj>.+)$", "Chose {obj}", _D),
     _rule(_ME + r"(?P<v>switched to|moved to|migrated to) (?P<obj>.+)$", "{v} {obj}", _D),
     _rule(rf"^we(?:'ll| shall|'re going to) {_ADV}(?P<a>{_DECIDE}) (?P<obj>.+)$", "Will {a} {obj}",
           _D),
@@ -168,7 +180,8 @@ RULES: list[_Rule] = [
         "{v}s to {a} {obj}", _G,
     ),
     _rule(
-        r"^I'm (?P<a>a|an) (?!(?:bit|little|lot|tad|few|couple|quick|question)\b)(?P<obj>.+)$",
+        r"^I'm (?P<a>a|an) (?!(?:bit|little|lot|tad|few|couple|quick|question)\b)"
+        r"(?!(?:big |huge |massive )?fan\b)(?P<obj>.+)$",
         "Is {a} {obj}", _I,
     ),
     _rule(r"^I work (?P<a>at|for|as|on|in) (?P<obj>.+)$", "Works {a} {obj}", _I),
@@ -184,7 +197,7 @@ _ATTR_NOUNS = _words(
     organisation organization department location city country hometown language languages
     pronouns birthday background specialty speciality field area domain industry goal goals
     objective aim focus mission project stack editor ide os username handle level expertise
-    seniority"""
+    seniority hobby hobbies passion passions dream dreams major degree school university college"""
 )
 _ATTR_MODIFIERS = _words(
     """full first last preferred main primary current native work home day job time tech team
@@ -194,7 +207,9 @@ _ATTR_MODIFIERS = _words(
 _ATTR_NEEDS_MODIFIER = _words("graph database schema dataset cluster workspace")
 _SETTING_MODIFIERS = _words("main primary default current home usual production")
 _FAVOURITE = _words("favourite favorite preferred default go-to usual")
-_GOAL_NOUNS = _words("goal goals objective aim focus mission project")
+_GOAL_NOUNS = _words("goal goals objective aim focus mission project dream dreams")
+_PASTIMES = _words("hobby hobbies passion passions")
+_HOW_ING = _words("being boring amazing interesting annoying exciting relaxing fascinating tiring")
 BAD_VALUE_RE = _rx(
     r"^(?:not|too|very|so|really|quite|pretty|kind|sort|still|being|broken|slow|wrong|stuck|"
     r"empty|down|missing|gone|huge|big|small|large|weird|strange|buggy|bad|good|great|awesome|"
@@ -217,6 +232,7 @@ RETRACT_RULES = [
         _rx(r"^my (?P<t>.+?) (?P<be>is|are) (?:no longer (?P<r>.+)|not (?P<q>.+?),? anymore)$"),
         "my {t} {be} {r}{q}",
     ),
+    *WORLD_RETRACTIONS,
 ]
 REFERENCE_RE = _rx(
     r"^(?:(?:that's|that is) (?:not true|no longer true|not the case|no longer the case|"
@@ -225,10 +241,11 @@ REFERENCE_RE = _rx(
 _PRONOUNS = {
     "i": "they", "me": "them", "my": "their", "mine": "theirs", "myself": "themselves",
     "i'm": "they're", "i've": "they've", "i'll": "they'll", "we": "they", "our": "their",
+    "us": "them", "ours": "theirs", "ourselves": "themselves",
     "you": "the assistant", "your": "the assistant's", "yours": "the assistant's",
     "you're": "the assistant is", "yourself": "itself",
 }  # fmt: skip
-_PRONOUN_RE = _rx(r"\b(?:" + "|".join(re.escape(p) for p in _PRONOUNS) + r")(?![\w'])")
+_PRONOUN_RE = _rx(r"\b(?:" + "|".join(re.escape(p) for p in _PRONOUNS) + r")(?![\w'-])")
 
 
 def attribute_kind(attr: str) -> FactKind | None:
@@ -238,12 +255,20 @@ def attribute_kind(attr: str) -> FactKind | None:
         return None
     *mods, noun = words
     if noun in _ATTR_NOUNS and all(w in _ATTR_MODIFIERS | _FAVOURITE for w in mods):
-        return _G if noun in _GOAL_NOUNS else _I
+        return _G if noun in _GOAL_NOUNS else _P if noun in _PASTIMES else _I
     if mods and mods[0] in _FAVOURITE:
         return _P
     if noun in _ATTR_NEEDS_MODIFIER and mods and all(w in _SETTING_MODIFIERS for w in mods):
         return _I
     return None
+
+
+def bad_value(attr: str, value: str) -> bool:
+    """Whether "my <attr> is <value>" says how something is, not what it is ("my query is
+    slow"); a pastime may be an activity ("my hobbies are hiking and baking")."""
+    if attr.lower().split()[-1] in _PASTIMES and (m := re.match(r"^(\w+ing)\b", value)):
+        return m[1].lower() in _HOW_ING
+    return bool(BAD_VALUE_RE.match(value))
 
 
 def canon(text: str) -> str:
@@ -274,6 +299,10 @@ def _swap(m: re.Match[str]) -> str:
 def swap_person(text: str) -> str:
     """The user's words as said of them: me/my → them/their, you → the assistant."""
     text = _PRONOUN_RE.sub(_swap, text)
+    # "when I was a kid" → "when they were a kid"
+    text = re.sub(
+        r"\bthey (?:was|am)\b", lambda m: "they were" if "was" in m[0] else "they are", text
+    )
     # "when you use tables" → "when the assistant uses tables"
     return re.sub(
         rf"\bthe assistant ({_VERBS})\b", lambda m: "the assistant " + third_singular(m[1]), text

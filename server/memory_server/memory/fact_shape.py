@@ -18,7 +18,10 @@ text is parsed into a small shape:
   From attribute texts "<Attribute> is <Value>" ("Timezone is CET", "Favourite graph is
   Finance"; favorite = favourite, time zone = timezone, job/title/position = role, leading
   current/main/primary/preferred dropped), "Wants to be called X" / "Goes by X" (called),
-  "Lives in X" / "Is based in X" (location), "Works at/for X" (employer), "Works as X" (role).
+  "Lives in X" / "Is based in X" / "Moved to X" (location), "Works at/for X" (employer),
+  "Works as X" (role), "Reports to X" (manager; boss, supervisor and line manager are the same
+  attribute). For the user's people ("Sister is Ann", "Sister is a nurse") who they are and
+  what they are are two slots, so the one does not replace the other.
   A shared slot with different values clashes, unless the preferences carry different
   qualifiers ("... for summaries" vs none): a narrower preference does not replace a general one.
 """
@@ -100,9 +103,28 @@ chose plans hopes goes avoids"""
 _NOT_ATTRIBUTE_WORDS = frozenset(_HEAD_VERBS.split())
 _ATTRIBUTE_ALIASES = {"time zone": "timezone", "tz": "timezone", "job": "role", "title": "role"}
 _ATTRIBUTE_ALIASES |= {"job title": "role", "position": "role"}
+_ATTRIBUTE_ALIASES |= {"boss": "manager", "supervisor": "manager", "line manager": "manager"}
+
+
+# The user's people ("my sister is Ann"): one slot for who they are, another for what they are
+# ("Sister is a nurse"), so that the one does not replace the other.
+def words(text: str) -> frozenset[str]:
+    """The words of a vocabulary written as one string."""
+    return frozenset(text.split())
+
+
+PEOPLE = words(
+    """manager boss supervisor mentor coworker colleague partner wife husband girlfriend boyfriend
+    fiance fiancee fiancé fiancée spouse sister brother sibling mom mum mother dad father son
+    daughter grandma grandmother grandpa grandfather granddaughter grandson aunt uncle cousin
+    niece nephew friend roommate flatmate housemate neighbour neighbor landlord landlady dentist
+    doctor gp therapist psychiatrist vet lawyer accountant trainer coach teacher tutor professor
+    advisor adviser dog cat pet puppy kitten horse"""
+)
 _RELATION_RES = [
     (re.compile(r"^(?:wants to be called|goes by) (?P<value>.+)$"), "called"),
-    (re.compile(r"^(?:lives in|is based in) (?P<value>.+)$"), "location"),
+    (re.compile(r"^(?:lives in|is based in|moved to) (?P<value>.+)$"), "location"),
+    (re.compile(r"^reports to (?P<value>.+)$"), "manager"),
     (re.compile(r"^works (?:at|for) (?P<value>.+)$"), "employer"),
     (re.compile(r"^works as (?P<value>.+)$"), "role"),
     (re.compile(r"^is in (?:the )?(?P<value>\S+) time ?zone$"), "timezone"),
@@ -141,7 +163,10 @@ def shape_of(text: str) -> FactShape:
     if not head:
         m = _ATTRIBUTE_RE.match(t)
         if m and len(words := m["attr"].split()) <= 4 and not _NOT_ATTRIBUTE_WORDS & set(words):
-            return FactShape(slots={_attribute(m["attr"]): _value(m["value"])})
+            attr, value = _attribute(m["attr"]), _value(m["value"])
+            if attr.split()[-1] in PEOPLE and re.match(r"(?:a|an) ", m["value"]):
+                attr += " (what)"  # "Sister is a nurse" is not about her name
+            return FactShape(slots={attr: value})
         return FactShape()
     obj = t[len(head) :]
     stances = {"obj:" + obj: positive}
@@ -189,7 +214,7 @@ def _vocabulary_values(text: str) -> list[tuple[str, str]]:
 
 def _attribute(attr: str) -> str:
     attr = attr.replace("favorite", "favourite")
-    attr = re.sub(r"^(?:current|main|primary|preferred|usual) ", "", attr)
+    attr = re.sub(r"^(?:current|main|primary|preferred|usual|new) ", "", attr)
     return _ATTRIBUTE_ALIASES.get(attr, attr)
 
 

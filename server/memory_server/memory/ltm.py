@@ -291,11 +291,13 @@ class LongTermMemory:
             known = await self._index.vectors([f.version_id for f in live])
         except Exception as exc:
             self.live_vectors_missing += len(live)
+            self._telemetry.live_vectors_missing(len(live))
             log.warning("live fact vectors unavailable, embedding instead: %s", type(exc).__name__)
             return {}
         missing = sum(1 for f in live if f.version_id not in known)
         if missing:
             self.live_vectors_missing += missing
+            self._telemetry.live_vectors_missing(missing)
             # INFO: facts the outbox has not indexed yet miss too; a miss on every pass is the
             # sign of misread replies.
             log.info(

@@ -57,6 +57,15 @@ class StoredMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class FeedbackEntry:
+    """A message as the admin feedback export lists it: whose it is, and when it was rated."""
+
+    username: str
+    message: StoredMessage
+    feedback_at: datetime | None  # None: never rated or commented
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationInfo:
     conversation_id: str
     name: str

@@ -22,6 +22,7 @@ from memory_server.memory.model import (
     ContextCandidates,
     ConversationInfo,
     Feedback,
+    FeedbackEntry,
     NewMessage,
     Page,
     StoredMessage,
@@ -153,6 +154,18 @@ class ConversationStore(Protocol):
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
         """A page of at most `page_size` messages, and fewer when their text would pass
         `page_bytes` (always at least one)."""
+        ...
+
+    async def list_feedback(
+        self,
+        graphname: str,
+        rated_only: bool,
+        page_size: int,
+        cursor: str,
+        timeout_s: float | None,
+        page_bytes: int | None = None,
+    ) -> Page[FeedbackEntry]:
+        """The one read across scopes: every user's messages on one graph (the admin export)."""
         ...
 
     async def set_feedback(
@@ -362,6 +375,10 @@ class Telemetry(Protocol):
         """One turn's background learning finished (facts applied, or nothing to learn)."""
         ...
 
+    def live_vectors_missing(self, facts: int) -> None:
+        """Live facts whose vector the index did not return, so they were embedded again."""
+        ...
+
 
 class NoTelemetry:
     """The default when nothing is monitored."""
@@ -373,4 +390,7 @@ class NoTelemetry:
         pass
 
     def learned(self, seconds: float) -> None:
+        pass
+
+    def live_vectors_missing(self, facts: int) -> None:
         pass

@@ -23,6 +23,7 @@ from memory_server.memory.model import (
     ContextCandidates,
     ConversationInfo,
     Feedback,
+    FeedbackEntry,
     LongTermSection,
     MemoryContext,
     NewMessage,
@@ -313,6 +314,19 @@ class ConversationMemory:
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
         return await self._store.get_conversation(
             scope, conversation_id, page_size, cursor, timeout_s, page_bytes
+        )
+
+    async def list_feedback(
+        self,
+        graphname: str,
+        rated_only: bool,
+        page_size: int,
+        cursor: str,
+        timeout_s: float | None = None,
+        page_bytes: int | None = None,
+    ) -> Page[FeedbackEntry]:
+        return await self._store.list_feedback(
+            graphname, rated_only, page_size, cursor, timeout_s, page_bytes
         )
 
     # --- UI writes -------------------------------------------------------------------------

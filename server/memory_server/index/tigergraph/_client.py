@@ -132,7 +132,9 @@ class Client:
     def __init__(self, args: ConnArgs) -> None:
         self.args = args
         self.conn = _connect(args)
-        self._token_ready = not args.gsql_secret or bool(args.token)
+        # With a secret or a user's password and no token, a token is fetched before the first
+        # request: REST++ takes tokens (a user's Basic auth only on some versions).
+        self._token_ready = bool(args.token) or not self._can_refresh()
         self._lock = asyncio.Lock()
 
     async def call(
@@ -149,7 +151,13 @@ class Client:
             log.info("TigerGraph refused the token for %s; fetching a new one", what)
             async with self._lock:
                 self._token_ready = False
-            return await self._call_once(what, fn, timeout_s)
+            try:
+                return await self._call_once(what, fn, timeout_s)
+            except TigerGraphAuthExpired:
+                raise TigerGraphIndexError(
+                    f"TigerGraph {what}: a new token was refused too; check the configured "
+                    "gsql_secret or username/password"
+                ) from None
 
     def _can_refresh(self) -> bool:
         return bool(self.args.gsql_secret) or self.args.username is not None
@@ -157,8 +165,13 @@ class Client:
     async def _refresh_token(self) -> None:
         if self.args.gsql_secret:
             await self.conn.getToken(self.args.gsql_secret)
-        else:
-            await self.conn.getToken()
+            return
+        # pyTigerGraph 2.0.5 sends the credential the connection holds whatever the request's
+        # authMode (common/base.py, _prep_req uses _cached_auth): with a refused token still
+        # set, the token request would carry it instead of the user's Basic auth. Drop it.
+        self.conn.apiToken = ""
+        self.conn._refresh_auth_headers()
+        await self.conn.getToken()
 
     async def _call_once(
         self, what: str, fn: Callable[[], Awaitable[T]], timeout_s: float | None

@@ -11,7 +11,13 @@ import asyncpg
 
 from memory_server.memory.errors import InvalidArgument, NotFound
 from memory_server.memory.identity import Scope
-from memory_server.memory.model import ConversationInfo, Feedback, Page, StoredMessage
+from memory_server.memory.model import (
+    ConversationInfo,
+    Feedback,
+    FeedbackEntry,
+    Page,
+    StoredMessage,
+)
 from memory_server.store.conversations._sql import (
     BIGINT_MAX,
     CONVERSATION_COLUMNS,
@@ -147,6 +153,44 @@ class ConversationListing:
         kept = _within_bytes(rows[:page_size], page_bytes)
         next_cursor = _encode_cursor(str(kept[-1]["seq"])) if len(rows) > len(kept) else ""
         return read_conversation(info), Page([read_message(r) for r in kept], next_cursor)
+
+    async def list_feedback(
+        self,
+        graphname: str,
+        rated_only: bool,
+        page_size: int,
+        cursor: str,
+        timeout_s: float | None,
+        page_bytes: int | None = None,
+    ) -> Page[FeedbackEntry]:
+        """Every user's messages on the graph in insertion order (the admin export); with
+        `rated_only`, those with feedback or a comment. Not confined to one scope: the caller
+        decides who may see it."""
+        after_seq = 0
+        if cursor:
+            (raw,) = _decode_cursor(cursor, 1)
+            after_seq = _cursor_number(raw)
+        rows = await self._pool.fetch(
+            f"""
+            SELECT {MESSAGE_COLUMNS}, s.username, m.feedback_at
+            FROM scopes s
+            JOIN messages m ON m.scope_id = s.id
+            JOIN conversations c ON c.id = m.conversation_pk
+            WHERE s.graphname = $1 AND m.seq > $2
+              AND (NOT $3 OR m.feedback <> 0 OR m.comment <> '')
+            ORDER BY m.seq
+            LIMIT $4
+            """,
+            graphname,
+            after_seq,
+            rated_only,
+            page_size + 1,
+            timeout=timeout_s,
+        )
+        kept = _within_bytes(rows[:page_size], page_bytes)
+        next_cursor = _encode_cursor(str(kept[-1]["seq"])) if len(rows) > len(kept) else ""
+        entries = [FeedbackEntry(r["username"], read_message(r), r["feedback_at"]) for r in kept]
+        return Page(entries, next_cursor)
 
     async def set_feedback(
         self,

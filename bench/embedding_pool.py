@@ -58,6 +58,10 @@ class Result:
     p99_ms: float
     mean_batch: float
     errors: int
+    # The share of the window the model was running (batches that ended in it), and the mean
+    # time between one batch's end and the next one's start: the pool's hand-off cost.
+    busy: float = 1.0
+    gap_ms: float = 0.0
 
 
 async def run_mode(
@@ -66,8 +70,17 @@ async def run_mode(
     texts = facts(callers)
     latencies: list[float] = []
     errors = 0
+    spans: list[tuple[float, float]] = []
+
+    def observe(texts: int, seconds: float) -> None:
+        ended = time.perf_counter()
+        spans.append((ended - seconds, ended))
+
     async with EmbeddingPool(
-        MiniLMBackend(intra_op_threads=threads), max_batch=max_batch, max_wait_ms=2.0
+        MiniLMBackend(intra_op_threads=threads),
+        max_batch=max_batch,
+        max_wait_ms=2.0,
+        observe_batch=observe,
     ) as pool:
         await pool.embed(["load the model before the clock starts"])
         start = time.perf_counter() + warmup_s
@@ -95,6 +108,9 @@ async def run_mode(
         batches = pool.batches - batches_at_start
         mean_batch = (pool.texts - texts_at_start) / batches if batches else 0.0
     ordered = sorted(latencies)
+    inside = [(a, b) for a, b in spans if start <= a and b <= end]
+    busy = sum(b - a for a, b in inside) / seconds
+    gaps = [later[0] - earlier[1] for earlier, later in zip(inside, inside[1:], strict=False)]
     return Result(
         mode=mode,
         max_batch=max_batch,
@@ -103,6 +119,8 @@ async def run_mode(
         p99_ms=percentile(ordered, 99) * 1000,
         mean_batch=mean_batch,
         errors=errors,
+        busy=busy,
+        gap_ms=statistics.mean(gaps) * 1000 if gaps else math.nan,
     )
 
 
@@ -116,6 +134,7 @@ def run_model(
     backend = MiniLMBackend(intra_op_threads=threads)
     backend.load()
     latencies: list[float] = []
+    busy = 0.0
     start = time.perf_counter() + warmup_s
     end = start + seconds
     while time.perf_counter() < end:
@@ -125,6 +144,7 @@ def run_model(
             done = time.perf_counter()
             if start <= began and done <= end:
                 latencies.extend([done - began] * len(batch))
+                busy += done - began
     backend.close()
     ordered = sorted(latencies)
     return Result(
@@ -135,6 +155,7 @@ def run_model(
         p99_ms=percentile(ordered, 99) * 1000 if ordered else math.nan,
         mean_batch=float(min(max_batch, callers)),
         errors=0,
+        busy=busy / seconds,
     )
 
 
@@ -181,8 +202,8 @@ async def main() -> None:
         f"{args.seconds:g} s measured after {args.warmup:g} s warm-up\n"
     )
     header = f"{'round':>5} {'mode':<10} {'max_batch':>9} {'texts/s':>9} {'p50 ms':>8}"
-    print(header + f" {'p99 ms':>8} {'mean batch':>10} {'errors':>6}")
-    print("-" * (len(header) + 27))
+    print(header + f" {'p99 ms':>8} {'mean batch':>10} {'errors':>6} {'busy':>5} {'gap ms':>7}")
+    print("-" * (len(header) + 41))
     of_model: list[float] = []
     of_unbatched: list[float] = []
     for round_no in range(1, args.rounds + 1):
@@ -196,7 +217,8 @@ async def main() -> None:
         for r in (model, batched, unbatched):
             print(
                 f"{round_no:>5} {r.mode:<10} {r.max_batch:>9} {r.texts_per_s:>9.1f} "
-                f"{r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.mean_batch:>10.1f} {r.errors:>6}"
+                f"{r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.mean_batch:>10.1f} {r.errors:>6} "
+                f"{r.busy:>5.2f} {r.gap_ms:>7.2f}"
             )
         of_model.append(batched.texts_per_s / model.texts_per_s)
         of_unbatched.append(batched.texts_per_s / unbatched.texts_per_s)

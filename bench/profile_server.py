@@ -241,7 +241,7 @@ async def run(server: BenchServer, args: argparse.Namespace) -> list[dict[str, A
 
         async def do_ingest() -> int:
             await ingest(stub, users, args)
-            return args.scopes * args.facts
+            return int(args.scopes * args.facts)
 
         results.append(await phase("ingest", server, dsn, args, do_ingest))
         print(json.dumps(results[-1])[:400], flush=True)

@@ -187,3 +187,48 @@ async def test_count_and_vectors(index: VectorIndex) -> None:
     assert set(got) == {a.version_id}
     assert got[a.version_id] == pytest.approx(list(a.vector), abs=1e-6)
     assert await index.vectors([]) == {}
+
+
+async def test_pgvector_large_scope_goes_through_hnsw_and_still_gets_k_live_rows(
+    fresh_database_url: str,
+) -> None:
+    """A scope that is the whole table is searched through the HNSW index; k above pgvector's
+    default ef_search (40) and an as-of filter that drops most of the nearest rows still give
+    k rows, the same as an exact scan."""
+    import random
+
+    rng = random.Random(17)
+    pool = await asyncpg.create_pool(fresh_database_url, min_size=1, max_size=2)
+    try:
+        async with pool.acquire() as conn:
+            await apply_migrations(conn)
+        index = PgVectorIndex(pool, DIM)
+        s = scope()
+        query = unit(1, 0.5, 0.25)
+        records = []
+        for i in range(3000):
+            v = unit(*(rng.gauss(0, 1) for _ in range(DIM)))
+            # Four in five of the rows are closed versions: invisible now, but in the graph.
+            closed = T0 + timedelta(days=1) if i % 5 else None
+            records.append(rec(s, v, superseded_at=closed))
+        await index.upsert(records)
+        async with pool.acquire() as conn:
+            await conn.execute("ANALYZE memory_vectors")
+            plan = await conn.fetch(
+                "EXPLAIN SELECT version_id FROM memory_vectors WHERE scope_hash = $1 "
+                "ORDER BY embedding <=> $2::vector LIMIT 50",
+                s,
+                "[" + ",".join(map(str, query)) + "]",
+            )
+        assert "memory_vectors_hnsw" in "\n".join(r[0] for r in plan)
+        hits = await index.search(s, query, 50, AsOf())
+        live = [r for r in records if r.superseded_at is None]
+        exact = sorted(
+            live, key=lambda r: -sum(a * b for a, b in zip(r.vector, query, strict=True))
+        )
+        assert len(hits) == 50
+        assert len({h.version_id for h in hits} & {r.version_id for r in exact[:50]}) >= 48
+        cosines = [h.cosine for h in hits]
+        assert cosines == sorted(cosines, reverse=True)  # strict order among those found
+    finally:
+        await pool.close()

@@ -25,8 +25,14 @@ from memory_server.memory.ports import AsOf, VectorHit, VectorRecord
 
 _TABLE = "memory_vectors"
 # Session settings for every search: pgvector's defaults would return at most 40 rows
-# (ef_search) from an HNSW scan, before the scope and as-of filters drop any.
-SEARCH_SETTINGS = "SET hnsw.ef_search = 200; SET hnsw.iterative_scan = strict_order"
+# (ef_search) from an HNSW scan, before the scope and as-of filters drop any. A custom plan
+# each time, because asyncpg's prepared statement would otherwise get PostgreSQL's generic
+# plan after five runs, and for `scope_hash = $1` that is the average scope's: the btree and
+# an exact sort, 363 ms p50 for a 100,000-fact scope against 7 ms through HNSW.
+SEARCH_SETTINGS = (
+    "SET hnsw.ef_search = 200; SET hnsw.iterative_scan = strict_order; "
+    "SET plan_cache_mode = force_custom_plan"
+)
 
 
 class PgVectorIndexError(RuntimeError):

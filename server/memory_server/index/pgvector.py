@@ -1,15 +1,9 @@
 """The embedded vector index: pgvector in the service's own PostgreSQL.
 
-One table for every scope, with a btree on the scope and an HNSW index on the vectors; the
-as-of filter is part of the same WHERE clause, so it applies before ranking. PostgreSQL picks
-the plan by the scope's size: a scope that is a small share of the table is read through the
-btree and ranked exactly (a few thousand rows or fewer: bench/scale_curve.py); a large one
-through HNSW, approximately (recall@10 against exact in bench/README.md). HNSW is searched with
-`ef_search` above the candidates recall asks for, and with pgvector's iterative scan in strict
-order, so a scope or as-of filter that drops most of the index's first candidates still gets
-its k rows, in exact distance order among those found. The table is created on first use, so
-a server whose users have no facts never touches it; on a table made before the HNSW index
-existed, the first use builds it (97 s for 211,000 vectors on a shared 2-core machine).
+Exact search within one scope: a scope holds at most `max_facts_per_scope` live facts (plus
+their closed versions), so a scan of the scope's rows is cheap and never misses; the as-of
+filter is part of the same WHERE clause, so it applies before ranking. The table is created
+on first use, so a server whose users have no facts never touches it.
 """
 
 from __future__ import annotations
@@ -24,15 +18,6 @@ import asyncpg
 from memory_server.memory.ports import AsOf, VectorHit, VectorRecord
 
 _TABLE = "memory_vectors"
-# Session settings for every search: pgvector's defaults would return at most 40 rows
-# (ef_search) from an HNSW scan, before the scope and as-of filters drop any. A custom plan
-# each time, because asyncpg's prepared statement would otherwise get PostgreSQL's generic
-# plan after five runs, and for `scope_hash = $1` that is the average scope's: the btree and
-# an exact sort, 363 ms p50 for a 100,000-fact scope against 7 ms through HNSW.
-SEARCH_SETTINGS = (
-    "SET hnsw.ef_search = 200; SET hnsw.iterative_scan = strict_order; "
-    "SET plan_cache_mode = force_custom_plan"
-)
 
 
 class PgVectorIndexError(RuntimeError):
@@ -86,12 +71,6 @@ class PgVectorIndex:
                 )
                 await conn.execute(
                     f"CREATE INDEX IF NOT EXISTS {_TABLE}_scope ON {_TABLE} (scope_hash)"
-                )
-                # pgvector's defaults (m 16, ef_construction 64); recall against exact
-                # search is measured by bench/scale_curve.py.
-                await conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS {_TABLE}_hnsw ON {_TABLE} "
-                    "USING hnsw (embedding vector_cosine_ops)"
                 )
                 stored = await conn.fetchval(
                     """SELECT atttypmod FROM pg_attribute
@@ -155,11 +134,8 @@ class PgVectorIndex:
         self, scope_hash: str, vector: Sequence[float], k: int, as_of: AsOf
     ) -> list[VectorHit]:
         await self._ensure()
-        # Session settings are undone by the pool's reset when the connection goes back.
-        async with self._pool.acquire() as conn:
-            await conn.execute(SEARCH_SETTINGS)
-            rows = await conn.fetch(
-                f"""SELECT version_id, 1 - (embedding <=> $2::vector) AS cosine
+        rows = await self._pool.fetch(
+            f"""SELECT version_id, 1 - (embedding <=> $2::vector) AS cosine
                 FROM {_TABLE} v
                 WHERE scope_hash = $1
                   AND v.recorded_at <= COALESCE($4::timestamptz, now())
@@ -169,12 +145,12 @@ class PgVectorIndex:
                   AND (v.valid_to IS NULL OR COALESCE($5::timestamptz, now()) < v.valid_to)
                 ORDER BY embedding <=> $2::vector
                 LIMIT $3""",
-                scope_hash,
-                _literal(vector),
-                k,
-                as_of.transaction_time,
-                as_of.valid_time,
-            )
+            scope_hash,
+            _literal(vector),
+            k,
+            as_of.transaction_time,
+            as_of.valid_time,
+        )
         return [VectorHit(str(r["version_id"]), float(r["cosine"])) for r in rows]
 
     async def count(self, scope_hash: str) -> int:

@@ -240,6 +240,8 @@ async def test_facts_add_list_search_update_history_delete(ctl: Ctl, sc: list[st
             "AT {20}EVENT {3}VERSION {31}EXTRACTOR  CONVERSATION  DETAIL",
             rf"{STAMP}  ADD {{5}}{first_version}  manual {{5}}-",
             rf"{STAMP}  UPDATE  {new_version}  manual {{5}}- {{13}}supersedes {first_version}",
+            "",
+            r"\(no live links\)",
         ],
     )
 

@@ -165,13 +165,16 @@ class PgVectorIndex:
             return [[] for _ in vectors]
         await self._ensure()
         rows = await self._pool.fetch(
-            f"""SELECT q.i, h.version_id, h.cosine
-                FROM unnest($2::text[]) WITH ORDINALITY AS q(vec, i)
-                CROSS JOIN LATERAL (
-                    SELECT v.version_id, 1 - (v.embedding <=> q.vec::vector) AS cosine
+            # Each query vector is parsed once (MATERIALIZED), not once per row it meets.
+            f"""WITH q AS MATERIALIZED (
+                    SELECT u.i, u.vec::vector AS vec
+                    FROM unnest($2::text[]) WITH ORDINALITY AS u(vec, i))
+                SELECT q.i, h.version_id, h.cosine
+                FROM q CROSS JOIN LATERAL (
+                    SELECT v.version_id, 1 - (v.embedding <=> q.vec) AS cosine
                     FROM {_TABLE} v
                     WHERE v.scope_hash = $1 AND v.superseded_at IS NULL AND v.valid_to IS NULL
-                    ORDER BY v.embedding <=> q.vec::vector
+                    ORDER BY v.embedding <=> q.vec
                     LIMIT $3) h
                 ORDER BY q.i, h.cosine DESC""",
             scope_hash,

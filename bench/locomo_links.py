@@ -50,6 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit-conversations", type=int, default=None)
     p.add_argument("--ingest-concurrency", type=int, default=16)
     p.add_argument("--index-timeout-s", type=float, default=900)
+    p.add_argument("--skip-as-of", action="store_true", help="do not ask again as of the ingest")
     p.add_argument("--json-out", type=Path, default=Path("bench/results/locomo_links.json"))
     args = p.parse_args(argv)
     args.writes = [w.strip() for w in args.write.split(",") if w.strip()]
@@ -112,17 +113,19 @@ async def read_phase(
     address: str,
     conversations: list[Conversation],
     fact_to_turn: dict[str, dict[str, str]],
-    after_ingest: datetime,
+    after_ingest: datetime | None,
 ) -> dict[str, Any]:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
         plain, lat = await ask_all(stub, conversations, fact_to_turn, max(KS), 1, "search")
-        filtered, _ = await ask_all(
-            stub, conversations, fact_to_turn, max(KS), 1, "as-of", as_of=after_ingest
-        )
+        filtered = plain
+        if after_ingest is not None:
+            filtered, _ = await ask_all(
+                stub, conversations, fact_to_turn, max(KS), 1, "as-of", as_of=after_ingest
+            )
     return {
         "recall": recall_table(plain, KS),
-        "R@10_as_of": recall_table(filtered, KS)["all"]["R@10"],
+        "R@10_as_of": recall_table(filtered, KS)["all"]["R@10"] if after_ingest else None,
         "as_of_rankings_differ": sum(a[1] != b[1] for a, b in zip(plain, filtered, strict=True)),
         "search_p50_ms": round(1000 * statistics.median(lat), 2),
         "_per_question": per_question_r10(plain),
@@ -163,13 +166,18 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"=== write {w} read {r}", file=sys.stderr)
                 extra = ["--database-url", dsn, "--max-facts-per-scope", "5000", *read_args(r)]
                 with BenchServer(extra) as reader:
+                    as_of = None if args.skip_as_of else after_ingest
                     reads[r] = asyncio.run(
-                        read_phase(reader.address, conversations, fact_to_turn, after_ingest)
+                        read_phase(reader.address, conversations, fact_to_turn, as_of)
                     )
             base = reads[BASELINE]["_per_question"]
             for r in reads.values():
                 r["paired_R@10"] = paired(base, r["_per_question"])
             results[w] = {**written, "reads": reads}
+            report(results, started, args)  # after each write setting: a stopped run keeps it
+
+
+def report(results: dict[str, Any], started: float, args: argparse.Namespace) -> None:
     print(
         "write T/M | read D/S | R@1 | R@5 | R@10 | R@20 | multi-hop | temporal | open | single"
         " | dR@10 (se) | R@10 as-of | links/fact | no-link % | ingest/s | search p50 ms"
@@ -186,14 +194,24 @@ def main(argv: list[str] | None = None) -> None:
                 + " | ".join(str(c) for c in cats)
                 + f" | {d['mean']:+.2f} ({d['se']:.2f}) | {rr['R@10_as_of']}"
                 + f" | {res['links']['links_per_fact']} | {res['links']['facts_without_links_pct']}"
-                + f" | {res['ingest_facts_per_s']} | {rr['search_p50_ms']}"
+                + f" | {res['ingest_facts_per_s']} | {rr['search_p50_ms']}",
+                flush=True,
             )
-            rr.pop("_per_question")
+    clean = {
+        w: {
+            **res,
+            "reads": {
+                r: {k: v for k, v in rr.items() if not k.startswith("_")}
+                for r, rr in res["reads"].items()
+            },
+        }
+        for w, res in results.items()
+    }
     write_report(
         args.json_out,
         {
             "meta": {**run_meta(started), "data": str(args.data), "note": "shared 2-core machine"},
-            **results,
+            **clean,
         },
     )
 

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 from locomo_data import DEFAULT_DATA, Conversation, Question, load
 from locomo_recall import GRAPHNAME, ask_all, bounded, ingest, username, wait_for_index
@@ -51,12 +52,60 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ingest-concurrency", type=int, default=16)
     p.add_argument("--index-timeout-s", type=float, default=900)
     p.add_argument("--skip-as-of", action="store_true", help="do not ask again as of the ingest")
+    p.add_argument(
+        "--prune",
+        default="",
+        help="T/M,...: after the reads, keep only the links with cosine >= T and each source's "
+        "best M (a subset of what the write setting wrote), and ask again with --prune-read",
+    )
+    p.add_argument("--prune-read", default="0.9/5", help="decay/seeds for the pruned links")
     p.add_argument("--json-out", type=Path, default=Path("bench/results/locomo_links.json"))
     args = p.parse_args(argv)
     args.writes = [w.strip() for w in args.write.split(",") if w.strip()]
     reads = [r.strip() for r in args.read.split(",") if r.strip()]
     args.reads = [BASELINE, *[r for r in reads if r != BASELINE]]
+    args.prunes = [x.strip() for x in args.prune.split(",") if x.strip()]
     return args
+
+
+async def prune_links(dsn: str, config: str) -> dict[str, float]:
+    """Keeps the links a stricter setting would have written (threshold T, each source's best
+    M), from the full set saved on first use; returns links per fact."""
+    t, m = config.split("/")
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS bench_links_all AS SELECT * FROM fact_links"
+            )
+            await conn.execute("DELETE FROM fact_links")
+            await conn.execute(
+                """INSERT INTO fact_links OVERRIDING SYSTEM VALUE
+                   SELECT id, scope_id, source_version_id, target_version_id, score,
+                          recorded_at, superseded_at, linked_at
+                   FROM (SELECT *, row_number() OVER (PARTITION BY source_version_id
+                                                      ORDER BY score DESC) AS r
+                         FROM bench_links_all WHERE score >= $1) x
+                   WHERE r <= $2""",
+                float(t),
+                int(m),
+            )
+        links = await conn.fetchval("SELECT count(*) FROM fact_links")
+        facts = await conn.fetchval("SELECT count(*) FROM fact_versions")
+        linked = await conn.fetchval(
+            """SELECT count(*) FROM fact_versions v WHERE EXISTS (
+                   SELECT 1 FROM fact_links l
+                   WHERE l.source_version_id = v.id OR l.target_version_id = v.id)"""
+        )
+    finally:
+        await conn.close()
+    return {
+        "facts": facts,
+        "links": links,
+        "links_per_fact": round(links / facts, 3),
+        "mean_degree": round(2 * links / facts, 3),
+        "facts_without_links_pct": round(100 * (facts - linked) / facts, 1),
+    }
 
 
 async def count_links(
@@ -175,6 +224,19 @@ def main(argv: list[str] | None = None) -> None:
                 r["paired_R@10"] = paired(base, r["_per_question"])
             results[w] = {**written, "reads": reads}
             report(results, started, args)  # after each write setting: a stopped run keeps it
+            for pr in args.prunes:
+                print(f"=== write {w} pruned to {pr}", file=sys.stderr)
+                pruned_links = asyncio.run(prune_links(dsn, pr))
+                extra = ["--database-url", dsn, "--max-facts-per-scope", "5000"]
+                with BenchServer([*extra, *read_args(args.prune_read)]) as reader:
+                    got = asyncio.run(read_phase(reader.address, conversations, fact_to_turn, None))
+                got["paired_R@10"] = paired(base, got["_per_question"])
+                results[f"{w}>{pr}"] = {
+                    **written,
+                    "links": pruned_links,
+                    "reads": {args.prune_read: got},
+                }
+                report(results, started, args)
 
 
 def report(results: dict[str, Any], started: float, args: argparse.Namespace) -> None:

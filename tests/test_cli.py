@@ -20,7 +20,7 @@ from memory_client.cli import ExitCode, main
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.memory.stm import HEADER_UNIT, RECENT_HEADING_UNIT
 
-from conftest import RunningServer, all_messages, new_id
+from conftest import RunningServer, all_messages, assert_eventually, new_id
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 UUID = r"[0-9a-f-]{36}"
@@ -240,6 +240,8 @@ async def test_facts_add_list_search_update_history_delete(ctl: Ctl, sc: list[st
             "AT {20}EVENT {3}VERSION {31}EXTRACTOR  CONVERSATION  DETAIL",
             rf"{STAMP}  ADD {{5}}{first_version}  manual {{5}}-",
             rf"{STAMP}  UPDATE  {new_version}  manual {{5}}- {{13}}supersedes {first_version}",
+            "",
+            r"\(no live links\)",
         ],
     )
 
@@ -248,6 +250,27 @@ async def test_facts_add_list_search_update_history_delete(ctl: Ctl, sc: list[st
     assert (await ctl("facts", "list", *sc)).out == "(no facts)\n"
     got = await ctl("facts", "get", *sc, fact_id)
     assert got.out.startswith(f"fact     {fact_id}\ncurrent  none (deleted)\n\nVERSION")
+
+
+async def test_facts_get_and_history_print_live_links(ctl: Ctl, sc: list[str]) -> None:
+    first = await ctl("facts", "add", *sc, "Caroline went to the LGBTQ support group on Monday")
+    second = await ctl(
+        "facts", "add", *sc, "Caroline found the LGBTQ support group inspiring and welcoming"
+    )
+    a, b = field(first.out, "fact"), field(second.out, "fact")
+    b_version = field(second.out, "version")
+
+    async def linked() -> bool:
+        return b in (await ctl("facts", "get", *sc, a)).out
+
+    await assert_eventually(linked, timeout_s=30, what="the link printed")
+    for command in ("get", "history"):
+        out = (await ctl("facts", command, *sc, a)).out
+        assert_lines(
+            out.split("\n\n")[-1],
+            ["LINKED FACT {27}VERSION {31}SCORE  SINCE", rf"{b}  {b_version}  0\.\d{{3}}  {STAMP}"],
+        )
+    assert a in (await ctl("facts", "get", *sc, b)).out.split("\n\n")[-1]
 
 
 async def test_start_turn_reads_content_from_stdin_for_dash(

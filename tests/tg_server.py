@@ -23,7 +23,16 @@ can be taken down. Where the real server's answers are published, it answers the
   the unsafe reading (no filter at all) unless the installed Memory_search re-checks the scope
   of its hits, so a query without that guard fails the isolation tests.
 - Installed queries answer as the text that was installed: Memory_count_scope prints the
-  `PRINT "<version>" AS schema` of its installed text, if any."""
+  `PRINT "<version>" AS schema` of its installed text, if any.
+- The MemoryLink edge type (`ADD UNDIRECTED EDGE MemoryLink (FROM MemoryEmbedding, TO
+  MemoryEmbedding, ...)` in a schema change job) is listed under "EdgeTypes" the way getSchema
+  shows one (Name, FromVertexTypeName, ToVertexTypeName, IsDirected, Attributes). Edges come
+  in the upsert body under "edges" as {source type: {source id: {edge type: {target type:
+  {target id: attrs}}}}} (docs.tigergraph.com, REST API "Upsert data to graph"); the reply
+  counts them in "accepted_edges". With `vertex_must_exist=true` an edge whose end does not
+  exist is skipped, not accepted; vertices of the same request are upserted first. An
+  undirected edge is one edge whichever end it is sent from; deleting a vertex deletes its
+  edges, as in TigerGraph."""
 
 from __future__ import annotations
 
@@ -44,6 +53,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 VERTEX = "MemoryEmbedding"
+LINK = "MemoryLink"
 
 
 @dataclass
@@ -61,6 +71,9 @@ class TGState:
     created_queries: set[str] = field(default_factory=set)
     installed_queries: set[str] = field(default_factory=set)
     vertices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    link_installed: bool = False
+    # Undirected MemoryLink edges by their (smaller id, larger id).
+    edges: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     statements: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     # "up" | "503" (plain text, a proxy's answer) | "json503" (HTTP 503 with a JSON error
@@ -246,11 +259,13 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif path == f"/restpp/graph/{g}" and method == "POST":
                 st.counts["upserts"] += 1
-                self._upsert(json.loads(body))
+                must_exist = (qs.get("vertex_must_exist") or [""])[0].lower() == "true"
+                self._upsert(json.loads(body), must_exist)
             elif path.startswith(f"/restpp/graph/{g}/vertices/") and method == "DELETE":
                 st.counts["deletes"] += 1
                 vid = unquote(path.rsplit("/", 1)[1])
                 n = 1 if st.vertices.pop(vid, None) is not None else 0
+                self._drop_edges({vid})
                 self._send(
                     200,
                     {
@@ -298,7 +313,23 @@ class _Handler(BaseHTTPRequestHandler):
                     {"Name": "embedding", "Dimension": st.vector_dimension, "Metric": "COSINE"}
                 ]
             vts.append(vt)
-        return {"GraphName": st.graph, "VertexTypes": vts, "EdgeTypes": []}
+        ets: list[dict[str, Any]] = []
+        if st.link_installed:
+            ets.append(
+                {
+                    "Name": LINK,
+                    "FromVertexTypeName": VERTEX,
+                    "ToVertexTypeName": VERTEX,
+                    "IsDirected": False,
+                    "Config": {},
+                    "Attributes": [
+                        {"AttributeName": "score", "AttributeType": {"Name": "FLOAT"}},
+                        {"AttributeName": "recorded_at", "AttributeType": {"Name": "INT"}},
+                        {"AttributeName": "superseded_at", "AttributeType": {"Name": "INT"}},
+                    ],
+                }
+            )
+        return {"GraphName": st.graph, "VertexTypes": vts, "EdgeTypes": ets}
 
     def _gsql(self, text: str) -> str:
         st = self.server.state
@@ -309,6 +340,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return "Semantic Check Fails: The vertex name MemoryEmbedding already exists!"
             st.vertex_installed = True
             out.append("Successfully created schema change jobs: [Memory_add_vertex].")
+            out.append("Local schema change succeeded.")
+        if "ADD UNDIRECTED EDGE MemoryLink (FROM MemoryEmbedding, TO MemoryEmbedding" in text:
+            if not st.vertex_installed:
+                return "Semantic Check Fails: vertex type MemoryEmbedding does not exist."
+            if st.link_installed:
+                return "Semantic Check Fails: The edge name MemoryLink already exists!"
+            st.link_installed = True
             out.append("Local schema change succeeded.")
         m = re.search(r"ADD VECTOR ATTRIBUTE embedding\(DIMENSION=(\d+)", text)
         if m:
@@ -337,9 +375,15 @@ class _Handler(BaseHTTPRequestHandler):
         return "\n".join(out) or "OK"
 
     # -- REST++ --------------------------------------------------------------------------------
-    def _upsert(self, doc: dict[str, Any]) -> None:
+    def _drop_edges(self, gone: set[str]) -> None:
+        st = self.server.state
+        for key in [k for k in st.edges if k[0] in gone or k[1] in gone]:
+            del st.edges[key]
+
+    def _upsert(self, doc: dict[str, Any], must_exist: bool = False) -> None:
         st = self.server.state
         accepted = 0
+        accepted_edges = 0
         for vtype, vertices in doc.get("vertices", {}).items():
             if vtype != VERTEX or not st.vertex_installed:
                 self._error(
@@ -355,7 +399,26 @@ class _Handler(BaseHTTPRequestHandler):
                 if emb is not None:
                     st.upserted_at[vid] = time.monotonic()
                 accepted += 1
-        self._ok([{"accepted_vertices": accepted, "accepted_edges": 0}])
+        for stype, sources in doc.get("edges", {}).items():
+            for sid, by_edge in sources.items():
+                for etype, by_target in by_edge.items():
+                    if stype != VERTEX or etype != LINK or not st.link_installed:
+                        self._error(
+                            f"The input edge type {etype} is not a valid edge type.",
+                            "REST-30200",
+                        )
+                        return
+                    for ttype, targets in by_target.items():
+                        for tid, attrs in targets.items():
+                            if ttype != VERTEX:
+                                continue
+                            if must_exist and (sid not in st.vertices or tid not in st.vertices):
+                                continue
+                            key = (min(sid, tid), max(sid, tid))
+                            values = {k: v["value"] for k, v in attrs.items()}
+                            st.edges[key] = {**st.edges.get(key, {}), **values}
+                            accepted_edges += 1
+        self._ok([{"accepted_vertices": accepted, "accepted_edges": accepted_edges}])
 
     def _query(self, name: str, p: dict[str, Any]) -> None:
         st = self.server.state
@@ -411,10 +474,12 @@ class _Handler(BaseHTTPRequestHandler):
             for vid in gone:
                 del st.vertices[vid]
                 st.upserted_at.pop(vid, None)
+            self._drop_edges(set(gone))
             self._ok([{"deleted": len(gone)}])
         elif name == "Memory_delete_ids":
             ids = [_str(i) for i in p.get("ids") or []]
             gone = [i for i in ids if st.vertices.pop(i, None) is not None]
+            self._drop_edges(set(gone))
             self._ok([{"deleted": len(gone)}])
         elif name == "Memory_vectors":
             ids = [_str(i) for i in p.get("ids") or []]

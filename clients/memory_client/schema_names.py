@@ -29,11 +29,13 @@ Q_VECTORS = MEMORY_QUERY_PREFIX + "vectors"
 
 MEMORY_QUERIES: tuple[str, ...] = (Q_SEARCH, Q_DELETE_IDS, Q_PURGE_SCOPE, Q_COUNT_SCOPE, Q_VECTORS)
 # Schema change jobs the installer creates (and drops again after running them).
-MEMORY_JOBS: tuple[str, ...] = ("Memory_add_vertex", "Memory_add_vector")
+MEMORY_JOBS: tuple[str, ...] = ("Memory_add_vertex", "Memory_add_vector", "Memory_add_link")
 
-# The memory creates no edge type of its own; an edge type is still hidden when one of its
-# ends is a memory vertex type (see `hide_memory_edge_types`).
-MEMORY_EDGES: tuple[str, ...] = ()
+# Semantic links between memory vertices (an undirected edge MemoryEmbedding - MemoryEmbedding).
+# Any other edge type is hidden too when one of its ends is a memory vertex type (see
+# `hide_memory_edge_types`).
+MEMORY_LINK_EDGE = "MemoryLink"
+MEMORY_EDGES: tuple[str, ...] = (MEMORY_LINK_EDGE,)
 
 _MEMORY_VERTICES = frozenset({MEMORY_VERTEX})
 _MEMORY_EDGES = frozenset(MEMORY_EDGES)
@@ -96,6 +98,8 @@ def hide_memory_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
         for edge in edges:
             if not isinstance(edge, dict):
                 kept.append(edge)
+                continue
+            if is_memory_edge(edge.get("Name")):
                 continue
             pairs = edge.get("EdgePairs")
             if isinstance(pairs, list) and pairs:

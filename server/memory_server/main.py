@@ -31,6 +31,7 @@ from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
 from memory_server.logs import configure_logging
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import Unavailable
+from memory_server.memory.expand import ExpandSettings
 from memory_server.memory.extract import RuleExtractor
 from memory_server.memory.ltm import LongTermMemory, LtmSettings
 from memory_server.memory.ports import Extractor, Reconciler, Summarizer
@@ -39,6 +40,7 @@ from memory_server.memory.retention import RetentionJob
 from memory_server.memory.summary import ExtractiveSummarizer
 from memory_server.memory.turns import ConversationMemory
 from memory_server.metrics import IndexStats, Metrics, MetricsEndpoint
+from memory_server.outbox.links import LinkSettings
 from memory_server.outbox.worker import OutboxWorker
 from memory_server.settings import Settings, SettingsError, settings_from_cli
 from memory_server.store.conversations import PostgresConversationStore
@@ -223,6 +225,7 @@ class MemoryServer:
             poll_interval_s=settings.outbox_poll_seconds,
             max_backoff_s=settings.outbox_max_backoff_seconds,
             linger_s=settings.outbox_linger_seconds,
+            links=LinkSettings(settings.ltm_link_threshold, settings.ltm_links_per_fact),
         )
         await self.outbox.start()
         self._stack.push_async_callback(self.outbox.close, settings.shutdown_grace_seconds)
@@ -275,6 +278,7 @@ class MemoryServer:
                 top_k=settings.ltm_top_k,
                 score_threshold=settings.ltm_score_threshold,
                 max_facts_per_scope=settings.max_facts_per_scope,
+                expansion=ExpandSettings(settings.ltm_link_decay, settings.ltm_link_seeds),
             ),
             on_change=self.outbox.notify,
             telemetry=self.metrics,

@@ -32,6 +32,14 @@ class Settings:
     max_facts_per_scope: int = 1000
     fact_extract_async: bool = True
     # --- the service's own settings ---
+    # Semantic links (README "Links"): when the outbox indexes a fact version it links it to
+    # at most ltm_links_per_fact live facts of the scope with cosine >= ltm_link_threshold
+    # (0 links: none written). Recall follows the links of its ltm_link_seeds best hits one
+    # hop, a linked fact scoring source * ltm_link_decay * link cosine (decay 0: not followed).
+    ltm_link_threshold: float = 0.6
+    ltm_links_per_fact: int = 5
+    ltm_link_decay: float = 0.9
+    ltm_link_seeds: int = 5
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""
@@ -120,6 +128,10 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "ltm_score_threshold": (0.0, 1.0),
     "ltm_retention_days": (1, None),
     "max_facts_per_scope": (1, 1_000_000),
+    "ltm_link_threshold": (0.0, 1.0),
+    "ltm_links_per_fact": (0, 100),
+    "ltm_link_decay": (0.0, 1.0),
+    "ltm_link_seeds": (0, 100),
     "max_message_bytes": (1024, 16 * 1024 * 1024),
     "max_messages_per_append": (1, 100_000),
     "max_request_bytes": (64 * 1024, 1024 * 1024 * 1024),

@@ -43,6 +43,12 @@ _EVENT_COLUMNS = (
     Column("CONVERSATION", 24),
     Column("DETAIL", 50),
 )
+_LINK_COLUMNS = (
+    Column("LINKED FACT"),
+    Column("VERSION"),
+    Column("SCORE", right=True),
+    Column("SINCE"),
+)
 
 
 def _fact_fields(fact: pb.Fact) -> list[tuple[str, str]]:
@@ -132,6 +138,17 @@ def history(response: pb.GetFactHistoryResponse, args: Namespace, out: Output) -
         for e in response.events
     ]
     out.table(_EVENT_COLUMNS, rows, empty="no events")
+    _links(response.links, out)
+
+
+def _links(links: Sequence[pb.FactLink], out: Output) -> None:
+    """The fact's live semantic links (GetFact, GetFactHistory)."""
+    out.line()
+    rows = [
+        [link.fact_id, link.version_id, f"{link.score:.3f}", timestamp(link.recorded_at)]
+        for link in links
+    ]
+    out.table(_LINK_COLUMNS, rows, empty="no live links")
 
 
 def _get_fact(client: MemoryClient, args: Namespace) -> pb.GetFactResponse:
@@ -146,6 +163,7 @@ def get(response: pb.GetFactResponse, args: Namespace, out: Output) -> None:
         out.fields([("fact", args.fact_id), ("current", "none (deleted)")])
     out.line()
     out.table(_VERSION_COLUMNS, _version_rows(response.versions), empty="no versions")
+    _links(response.links, out)
 
 
 def _version_rows(versions: Sequence[pb.Fact]) -> list[list[str]]:

@@ -1199,6 +1199,7 @@ class GetFactResponse(_message.Message):
 
     CURRENT_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
+    LINKS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def current(self) -> Global___Fact:
         """The live version; unset when the fact was deleted."""
@@ -1207,19 +1208,59 @@ class GetFactResponse(_message.Message):
     def versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Fact]:
         """Every version, oldest recorded first."""
 
+    @_builtins.property
+    def links(self) -> _containers.RepeatedCompositeFieldContainer[Global___FactLink]:
+        """The live version's live semantic links, best first (none once the fact is closed)."""
+
     def __init__(
         self,
         *,
         current: Global___Fact | None = ...,
         versions: _abc.Iterable[Global___Fact] | None = ...,
+        links: _abc.Iterable[Global___FactLink] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["current", b"current"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["current", b"current", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current", b"current", "links", b"links", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetFactResponse: _TypeAlias = GetFactResponse  # noqa: Y015
+
+@_typing.final
+class FactLink(_message.Message):
+    """A semantic link from a fact's live version to another live fact of the scope, written when
+    the later of the two was indexed: the cosine of their vectors passed the link threshold.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACT_ID_FIELD_NUMBER: _builtins.int
+    VERSION_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    RECORDED_AT_FIELD_NUMBER: _builtins.int
+    fact_id: _builtins.str
+    version_id: _builtins.str
+    score: _builtins.float
+    @_builtins.property
+    def recorded_at(self) -> _timestamp_pb2.Timestamp:
+        """When the link is believed from: the later of the two versions' recorded_at."""
+
+    def __init__(
+        self,
+        *,
+        fact_id: _builtins.str = ...,
+        version_id: _builtins.str = ...,
+        score: _builtins.float = ...,
+        recorded_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["recorded_at", b"recorded_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact_id", b"fact_id", "recorded_at", b"recorded_at", "score", b"score", "version_id", b"version_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FactLink: _TypeAlias = FactLink  # noqa: Y015
 
 @_typing.final
 class FactEvent(_message.Message):
@@ -1290,16 +1331,22 @@ class GetFactHistoryResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENTS_FIELD_NUMBER: _builtins.int
+    LINKS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___FactEvent]: ...
+    @_builtins.property
+    def links(self) -> _containers.RepeatedCompositeFieldContainer[Global___FactLink]:
+        """The live version's live semantic links, best first, as in GetFactResponse."""
+
     def __init__(
         self,
         *,
         events: _abc.Iterable[Global___FactEvent] | None = ...,
+        links: _abc.Iterable[Global___FactLink] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "links", b"links"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

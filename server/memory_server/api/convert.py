@@ -21,6 +21,7 @@ from memory_server.memory.model import (
     Role,
     StoredMessage,
 )
+from memory_server.memory.ports import FactLink
 
 _ROLE_TO_PB = {
     Role.USER: pb.ROLE_USER,
@@ -154,6 +155,15 @@ def current_version(versions: list[FactVersion]) -> FactVersion | None:
     """The version believed now and still valid, if the fact has one."""
     live = [f for f in versions if f.superseded_at is None and f.valid_to is None]
     return live[0] if live else None
+
+
+def fact_link_pb(link: FactLink) -> pb.FactLink:
+    return pb.FactLink(
+        fact_id=link.linked_fact_id,
+        version_id=link.linked_version_id,
+        score=link.score,
+        recorded_at=timestamp(link.recorded_at),
+    )
 
 
 def fact_event_pb(e: HistoryEvent) -> pb.FactEvent:

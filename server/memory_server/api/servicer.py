@@ -296,7 +296,10 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     @rpc
     async def GetFact(self, call: Call[pb.GetFactRequest]) -> pb.GetFactResponse:
         versions = await self._ltm.get_fact(call.scope, call.id("fact_id"))
-        response = pb.GetFactResponse(versions=[c.fact_pb(f) for f in versions])
+        links = await self._ltm.live_links(call.scope, versions)
+        response = pb.GetFactResponse(
+            versions=[c.fact_pb(f) for f in versions], links=[c.fact_link_pb(k) for k in links]
+        )
         if (current := c.current_version(versions)) is not None:
             response.current.CopyFrom(c.fact_pb(current))
         return response
@@ -305,8 +308,14 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def GetFactHistory(
         self, call: Call[pb.GetFactHistoryRequest]
     ) -> pb.GetFactHistoryResponse:
-        events = await self._ltm.history(call.scope, call.id("fact_id"))
-        return pb.GetFactHistoryResponse(events=[c.fact_event_pb(e) for e in events])
+        fact_id = call.id("fact_id")
+        events = await self._ltm.history(call.scope, fact_id)
+        links = await self._ltm.live_links(
+            call.scope, await self._ltm.get_fact(call.scope, fact_id)
+        )
+        return pb.GetFactHistoryResponse(
+            events=[c.fact_event_pb(e) for e in events], links=[c.fact_link_pb(k) for k in links]
+        )
 
     @rpc
     async def AddFact(self, call: Call[pb.AddFactRequest]) -> pb.AddFactResponse:

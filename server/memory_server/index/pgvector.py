@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from memory_server.memory.ports import AsOf, VectorHit, VectorRecord
+from memory_server.memory.ports import AsOf, LinkRecord, VectorHit, VectorRecord
 
 _TABLE = "memory_vectors"
 
@@ -91,7 +91,10 @@ class PgVectorIndex:
             await self._pool.execute(f"DROP TABLE IF EXISTS {_TABLE}")
             self._ready = False
 
-    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+    async def upsert(
+        self, records: Sequence[VectorRecord], links: Sequence[LinkRecord] = ()
+    ) -> None:
+        # Links live in this same PostgreSQL (fact_links): nothing to mirror.
         if not records:
             return
         await self._ensure()
@@ -152,6 +155,36 @@ class PgVectorIndex:
             as_of.valid_time,
         )
         return [VectorHit(str(r["version_id"]), float(r["cosine"])) for r in rows]
+
+    async def neighbours(
+        self, scope_hash: str, vectors: Sequence[Sequence[float]], k: int
+    ) -> list[list[VectorHit]]:
+        """One statement for the whole batch: an exact top-k per vector over the scope's live
+        rows (LATERAL), as `search` does for one."""
+        if not vectors or k <= 0:
+            return [[] for _ in vectors]
+        await self._ensure()
+        rows = await self._pool.fetch(
+            # Each query vector is parsed once (MATERIALIZED), not once per row it meets.
+            f"""WITH q AS MATERIALIZED (
+                    SELECT u.i, u.vec::vector AS vec
+                    FROM unnest($2::text[]) WITH ORDINALITY AS u(vec, i))
+                SELECT q.i, h.version_id, h.cosine
+                FROM q CROSS JOIN LATERAL (
+                    SELECT v.version_id, 1 - (v.embedding <=> q.vec) AS cosine
+                    FROM {_TABLE} v
+                    WHERE v.scope_hash = $1 AND v.superseded_at IS NULL AND v.valid_to IS NULL
+                    ORDER BY v.embedding <=> q.vec
+                    LIMIT $3) h
+                ORDER BY q.i, h.cosine DESC""",
+            scope_hash,
+            [_literal(v) for v in vectors],
+            k,
+        )
+        out: list[list[VectorHit]] = [[] for _ in vectors]
+        for r in rows:
+            out[int(r["i"]) - 1].append(VectorHit(str(r["version_id"]), float(r["cosine"])))
+        return out
 
     async def count(self, scope_hash: str) -> int:
         await self._ensure()

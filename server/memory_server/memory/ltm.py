@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import NotFound, Unavailable
+from memory_server.memory.expand import ExpandSettings, expand, seeds
 from memory_server.memory.facts import (
     AppliedChange,
     Candidate,
@@ -36,6 +37,7 @@ from memory_server.memory.ports import (
     Embedder,
     ExtractionInput,
     Extractor,
+    FactLink,
     FactStore,
     NoTelemetry,
     Reconciler,
@@ -66,6 +68,7 @@ class LtmSettings:
     top_k: int
     score_threshold: float
     max_facts_per_scope: int
+    expansion: ExpandSettings = ExpandSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,7 @@ class LongTermMemory:
         self._secrets = secrets
         self._executor = executor
         self._settings = settings
+        self._expansion = settings.expansion
         self._on_change = on_change
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -134,7 +138,25 @@ class LongTermMemory:
         # PostgreSQL is the truth: a vector whose version is not believed at `as_of` any
         # more (the index lags the outbox) is dropped here.
         versions = {v.version_id: v for v in await self._store.versions(scope, ids, as_of)}
-        return rank(versions, cosines, coverages, top_k=top_k, threshold=threshold)
+        ranked = rank(versions, cosines, coverages, top_k=None, threshold=threshold)
+        return await self._expand(scope, ranked, top_k=top_k, threshold=threshold, as_of=as_of)
+
+    async def _expand(
+        self,
+        scope: Scope,
+        ranked: list[ScoredFact],
+        *,
+        top_k: int,
+        threshold: float,
+        as_of: AsOf,
+    ) -> list[ScoredFact]:
+        """The hook for what recall adds after ranking: one hop along links (memory.expand),
+        one more query, only when the best hits have any."""
+        followed = seeds(ranked, self._expansion)
+        if not followed:
+            return ranked[:top_k]
+        linked = await self._store.linked(scope, followed, as_of)
+        return expand(ranked, linked, self._expansion, top_k=top_k, threshold=threshold)
 
     async def _vector_hits(self, scope: Scope, query: str, as_of: AsOf) -> dict[str, float]:
         [vector] = await self._embedder.embed([query])
@@ -417,6 +439,11 @@ class LongTermMemory:
 
     async def get_fact(self, scope: Scope, fact_id: str) -> list[FactVersion]:
         return await self._store.fact_versions(scope, fact_id)
+
+    async def live_links(self, scope: Scope, versions: Sequence[FactVersion]) -> list[FactLink]:
+        """The live links of the fact's live version (none once it is closed)."""
+        live = [v.version_id for v in versions if v.superseded_at is None and v.valid_to is None]
+        return await self._store.live_links(scope, live)
 
     async def history(self, scope: Scope, fact_id: str) -> list[HistoryEvent]:
         return await self._store.history(scope, fact_id)

@@ -277,6 +277,18 @@ class VectorHit:
     cosine: float  # in [-1, 1]
 
 
+@dataclass(frozen=True, slots=True)
+class LinkRecord:
+    """A semantic link between two versions of one scope, with its transaction interval, as
+    an index that mirrors links as edges (TigerGraph) keeps it."""
+
+    source_version_id: str
+    target_version_id: str
+    score: float  # cosine of the two vectors
+    recorded_at: datetime
+    superseded_at: datetime | None
+
+
 class VectorIndex(Protocol):
     """Per-version vectors partitioned by scope_hash. Upserts and deletes are idempotent by
     version id. Search filters by scope and by the as-of point *before* ranking."""
@@ -284,7 +296,19 @@ class VectorIndex(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def upsert(self, records: Sequence[VectorRecord]) -> None: ...
+    async def upsert(
+        self, records: Sequence[VectorRecord], links: Sequence[LinkRecord] = ()
+    ) -> None:
+        """Upserts the records and, in the same request where the index keeps links (as
+        edges), the links; an index without edges ignores `links` (PostgreSQL has them)."""
+        ...
+
+    async def neighbours(
+        self, scope_hash: str, vectors: Sequence[Sequence[float]], k: int
+    ) -> list[list[VectorHit]]:
+        """For each vector, its at most `k` most similar versions of the scope that are live
+        (current in both times) in the index, best first."""
+        ...
 
     async def delete(self, version_ids: Sequence[str]) -> None: ...
 
@@ -299,6 +323,26 @@ class VectorIndex(Protocol):
     async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored vectors of these versions (absent ones are left out)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class LinkedVersion:
+    """A version reached by following one link from `from_version_id`."""
+
+    from_version_id: str
+    version: FactVersion
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class FactLink:
+    """One end's view of a live link: the version it points at."""
+
+    version_id: str  # the version whose link this is
+    linked_fact_id: str
+    linked_version_id: str
+    score: float
+    recorded_at: datetime
 
 
 # Re-checks reconciliation decisions against the live facts as they are when they are applied
@@ -350,6 +394,18 @@ class FactStore(Protocol):
         ...
 
     async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]: ...
+
+    async def linked(
+        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf
+    ) -> list[LinkedVersion]:
+        """One query: the versions linked to any of `version_ids` by a link believed at
+        `as_of`'s transaction time, each believed itself at `as_of` (filtered before anyone
+        ranks them)."""
+        ...
+
+    async def live_links(self, scope: Scope, version_ids: Sequence[str]) -> list[FactLink]:
+        """The live links of these versions (both ends live), best first."""
+        ...
 
     async def touch(self, scope: Scope, fact_ids: Sequence[str]) -> None: ...
 

@@ -56,6 +56,8 @@ class ScoredFact:
     score: float
     vector_score: float
     lexical_score: float
+    # Set when the fact was reached along a link (memory.expand): the version it came from.
+    via: str = ""
 
 
 def lexical_evidence(coverage: float) -> float:
@@ -75,11 +77,11 @@ def rank(
     cosines: Mapping[str, float],
     coverages: Mapping[str, float],
     *,
-    top_k: int,
+    top_k: int | None,
     threshold: float,
 ) -> list[ScoredFact]:
     """Scores every version found by either signal; best first, at least `threshold`, at most
-    `top_k`. Ties go to the more recently recorded version."""
+    `top_k` (None: all). Ties go to the more recently recorded version."""
     scored = []
     for version_id, version in versions.items():
         vector = max(0.0, cosines.get(version_id, 0.0))
@@ -88,4 +90,4 @@ def rank(
         if score >= threshold:
             scored.append(ScoredFact(version, score, vector, lexical))
     scored.sort(key=lambda s: (s.score, s.version.recorded_at), reverse=True)
-    return scored[:top_k]
+    return scored[:top_k] if top_k is not None else scored

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import Unavailable
-from memory_server.memory.ports import Embedder, VectorIndex, VectorRecord
+from memory_server.memory.ports import Embedder, LinkRecord, VectorIndex, VectorRecord
+from memory_server.outbox.links import Indexed, LinkSettings, choose_links
 from memory_server.store.facts import (
     OutboxBatch,
     OutboxItem,
@@ -39,7 +40,9 @@ class OutboxWorker(Lifecycle):
         poll_interval_s: float = 1.0,
         max_backoff_s: float = 60.0,
         linger_s: float = 0.5,
+        links: LinkSettings | None = None,
     ) -> None:
+        self._links = links or LinkSettings()
         self._store = store
         self._index = index
         self._embedder = embedder
@@ -52,6 +55,7 @@ class OutboxWorker(Lifecycle):
         self._closing = False
         self.sent = 0  # outbox rows applied to the index
         self.failures = 0  # batches pushed back
+        self.links_written = 0  # links recorded (a replayed batch counts its links again)
 
     async def start(self) -> None:
         if self._task is None and not self._closing:
@@ -138,14 +142,19 @@ class OutboxWorker(Lifecycle):
         segment: list[OutboxItem] = []
         for item in batch.items:
             if item.op == "purge":
-                await self._send(segment, sources)
+                await self._send(batch, segment, sources)
                 segment = []
                 await self._index.purge_scope(item.scope_hash)
             else:
                 segment.append(item)
-        await self._send(segment, sources)
+        await self._send(batch, segment, sources)
 
-    async def _send(self, items: Sequence[OutboxItem], sources: dict[str, VectorSource]) -> None:
+    async def _send(
+        self,
+        batch: OutboxBatch,
+        items: Sequence[OutboxItem],
+        sources: dict[str, VectorSource],
+    ) -> None:
         upserts: dict[str, VectorSource] = {}
         deletes: set[str] = set()
         for item in items:
@@ -159,6 +168,7 @@ class OutboxWorker(Lifecycle):
         if upserts:
             ordered = list(upserts.values())
             vectors = await self._embedder.embed([s.text for s in ordered])
+            links = await self._link(batch, ordered, vectors)
             await self._index.upsert(
                 [
                     VectorRecord(
@@ -171,7 +181,27 @@ class OutboxWorker(Lifecycle):
                         s.superseded_at,
                     )
                     for s, v in zip(ordered, vectors, strict=True)
-                ]
+                ],
+                links,
             )
         if deletes:
             await self._index.delete(sorted(deletes))
+
+    async def _link(
+        self, batch: OutboxBatch, sources: Sequence[VectorSource], vectors: list[list[float]]
+    ) -> list[LinkRecord]:
+        """Links the batch's live versions to their most similar live facts and closes the
+        links of its closed ones, in the claim transaction (so they commit with the batch);
+        returns both, for an index that mirrors links as edges in the same request."""
+        live = [
+            Indexed(s.version_id, s.scope_hash, v)
+            for s, v in zip(sources, vectors, strict=True)
+            if s.superseded_at is None and s.valid_to is None
+        ]
+        pairs = await choose_links(self._index, live, self._links)
+        written = await batch.record_links(pairs)
+        self.links_written += len(written)
+        closed = await batch.close_links(
+            [s.version_id for s in sources if s.superseded_at is not None]
+        )
+        return [*written, *closed]

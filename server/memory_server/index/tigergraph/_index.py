@@ -4,6 +4,7 @@ and deletions become calls of the installed `Memory_*` queries, batch by batch."
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_client import schema_names as names
-from memory_client.schema_names import MEMORY_VECTOR_ATTRIBUTE, MEMORY_VERTEX
+from memory_client.schema_names import MEMORY_LINK_EDGE, MEMORY_VECTOR_ATTRIBUTE, MEMORY_VERTEX
 from memory_server.index.tigergraph._client import (
     Client,
     ConnArgs,
@@ -19,11 +20,13 @@ from memory_server.index.tigergraph._client import (
     printed,
 )
 from memory_server.index.tigergraph._schema import install_schema
-from memory_server.memory.ports import AsOf, VectorHit, VectorRecord
+from memory_server.memory.ports import AsOf, LinkRecord, VectorHit, VectorRecord
 
 # 9999-12-31T23:59:59Z in epoch microseconds: the "still open" end of an interval.
 OPEN_END = 253_402_300_799_000_000
 DEFAULT_BATCH = 256
+# Vector searches in flight for one batch's neighbours.
+_NEIGHBOUR_SEARCHES = 8
 log = logging.getLogger(__name__)
 
 
@@ -93,39 +96,82 @@ class TigerGraphIndex:
     async def install_schema(self, install_timeout_s: float | None = None) -> bool:
         return await install_schema(self._args, self._dimension, install_timeout_s)
 
-    async def upsert(self, records: Sequence[VectorRecord]) -> None:
-        for start in range(0, len(records), self._batch):
+    async def upsert(
+        self, records: Sequence[VectorRecord], links: Sequence[LinkRecord] = ()
+    ) -> None:
+        """Vertices, and the links between them as MemoryLink edges in the same request: the
+        REST++ upsert takes both, `{"vertices": {type: {id: attrs}}, "edges": {source type:
+        {source id: {edge type: {target type: {target id: attrs}}}}}}` (docs.tigergraph.com,
+        REST API "Upsert data to graph"; pyTigerGraph upsertData). `vertex_must_exist` keeps
+        an edge whose end was deleted meanwhile from creating an empty vertex."""
+        for start in range(0, max(len(records), 1), self._batch):
             chunk = records[start : start + self._batch]
-            by_id: dict[str, tuple[str, dict[str, Any]]] = {}
+            # The links ride with the first request of the batch.
+            chunk_links = links if start == 0 else ()
+            if not chunk and not chunk_links:
+                return
+            by_id: dict[str, dict[str, Any]] = {}
             for r in chunk:
                 if len(r.vector) != self._dimension:
                     raise ValueError(
                         f"vector of {len(r.vector)} dimensions; the index holds {self._dimension}"
                     )
-                by_id[r.version_id] = (
-                    r.version_id,
-                    {
-                        "scope_hash": r.scope_hash,
-                        "valid_from": _micros(r.valid_from, 0),
-                        "valid_to": _micros(r.valid_to, OPEN_END),
-                        "recorded_at": _micros(r.recorded_at, 0),
-                        "superseded_at": _micros(r.superseded_at, OPEN_END),
-                        MEMORY_VECTOR_ATTRIBUTE: [float(x) for x in r.vector],
-                    },
+                by_id[r.version_id] = {
+                    "scope_hash": {"value": r.scope_hash},
+                    "valid_from": {"value": _micros(r.valid_from, 0)},
+                    "valid_to": {"value": _micros(r.valid_to, OPEN_END)},
+                    "recorded_at": {"value": _micros(r.recorded_at, 0)},
+                    "superseded_at": {"value": _micros(r.superseded_at, OPEN_END)},
+                    MEMORY_VECTOR_ATTRIBUTE: {"value": [float(x) for x in r.vector]},
+                }
+            edges: dict[str, dict[str, Any]] = {}
+            for link in chunk_links:
+                targets = edges.setdefault(link.source_version_id, {MEMORY_LINK_EDGE: {}})
+                targets[MEMORY_LINK_EDGE].setdefault(MEMORY_VERTEX, {})[link.target_version_id] = {
+                    "score": {"value": float(link.score)},
+                    "recorded_at": {"value": _micros(link.recorded_at, 0)},
+                    "superseded_at": {"value": _micros(link.superseded_at, OPEN_END)},
+                }
+            data: dict[str, Any] = {"vertices": {MEMORY_VERTEX: by_id}}
+            if edges:
+                data["edges"] = {MEMORY_VERTEX: edges}
+
+            async def send(data: dict[str, Any] = data) -> Any:
+                # upsertData(vertexMustExist=True) itself cannot send it: pyTigerGraph 2.0.5
+                # puts a Python bool in the query string, which aiohttp refuses (TypeError).
+                # Its own request path, with the flag as REST++ spells it, does.
+                conn = self._client.conn
+                res = await conn._req(
+                    "POST",
+                    f"{conn.restppUrl}/graph/{conn.graphname}",
+                    data=json.dumps(data),
+                    params={"vertex_must_exist": "true"},
                 )
-            batch = list(by_id.values())
+                return res[0] if isinstance(res, list) and res else res
 
-            async def send(batch: list[tuple[str, dict[str, Any]]] = batch) -> int:
-                return int(await self._client.conn.upsertVertices(MEMORY_VERTEX, batch))
-
-            accepted = await self._client.call("upsert", send)
-            if accepted != len(batch):
+            reply = await self._client.call("upsert", send)
+            accepted = int((reply or {}).get("accepted_vertices", 0))
+            if accepted != len(by_id):
                 raise TigerGraphIndexError(
-                    f"TigerGraph accepted {accepted} of {len(batch)} {MEMORY_VERTEX} vertices"
+                    f"TigerGraph accepted {accepted} of {len(by_id)} {MEMORY_VERTEX} vertices"
                 )
-            self.upserts_pending_index += len(batch)
-            if self._pending_since is None:
-                self._pending_since = time.monotonic()
+            if by_id:
+                self.upserts_pending_index += len(by_id)
+                if self._pending_since is None:
+                    self._pending_since = time.monotonic()
+
+    async def neighbours(
+        self, scope_hash: str, vectors: Sequence[Sequence[float]], k: int
+    ) -> list[list[VectorHit]]:
+        """GSQL's vectorSearch takes one query vector, so this is one installed-query call
+        per vector (at most a few in flight), each restricted to the scope's live vertices."""
+        gate = asyncio.Semaphore(_NEIGHBOUR_SEARCHES)
+
+        async def one(vector: Sequence[float]) -> list[VectorHit]:
+            async with gate:
+                return await self.search(scope_hash, vector, k, AsOf())
+
+        return list(await asyncio.gather(*(one(v) for v in vectors)))
 
     async def vector_status(self) -> bool:
         """Whether every upserted vector is searchable. TigerGraph indexes vectors with HNSW

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from memory_client.schema_names import (
+    MEMORY_LINK_EDGE,
     MEMORY_QUERIES,
     MEMORY_VECTOR_ATTRIBUTE,
     MEMORY_VERTEX,
@@ -50,6 +51,20 @@ CREATE SCHEMA_CHANGE JOB Memory_add_vector FOR GRAPH {graph} {{
 }}
 RUN SCHEMA_CHANGE JOB Memory_add_vector
 DROP JOB Memory_add_vector
+"""
+
+# Semantic links (memory_server.outbox.links) as an undirected edge between memory vertices,
+# with the link's transaction interval in epoch microseconds like the vertex's. The syntax is
+# TigerGraph's schema change job statement `ADD UNDIRECTED EDGE name (FROM v, TO v, attrs)`
+# (docs.tigergraph.com, GSQL Language Reference, "Modifying a Graph Schema": ADD VERTEX | ADD
+# DIRECTED EDGE | ADD UNDIRECTED EDGE inside CREATE SCHEMA_CHANGE JOB).
+GSQL_ADD_LINK = """USE GRAPH {graph}
+CREATE SCHEMA_CHANGE JOB Memory_add_link FOR GRAPH {graph} {{
+  ADD UNDIRECTED EDGE MemoryLink (FROM MemoryEmbedding, TO MemoryEmbedding, score FLOAT,
+    recorded_at INT, superseded_at INT);
+}}
+RUN SCHEMA_CHANGE JOB Memory_add_link
+DROP JOB Memory_add_link
 """
 
 # The as-of belief predicate, the same as pgvector's:
@@ -159,7 +174,8 @@ async def _installed_schema(client: Client) -> str | None:
 async def install_schema(
     conn_args: ConnArgs, dimension: int, install_timeout_s: float | None = None
 ) -> bool:
-    """Creates the memory vertex type, its vector attribute and the Memory_* queries where
+    """Creates the memory vertex type, its vector attribute, the link edge type and the
+    Memory_* queries where
     missing or changed. Idempotent; returns whether anything changed. Refuses TigerGraph < 4.2.
 
     INSTALL QUERY compiles the queries on the server; TigerGraph publishes no bound on how
@@ -204,6 +220,13 @@ async def install_schema(
                     f"{MEMORY_VERTEX}.{MEMORY_VECTOR_ATTRIBUTE} holds {stored}-dimensional "
                     f"vectors, the embedder makes {dimension}; re-embed"
                 )
+        if not any(
+            isinstance(e, dict) and e.get("Name") == MEMORY_LINK_EDGE
+            for e in (schema or {}).get("EdgeTypes", [])
+        ):
+            text = GSQL_ADD_LINK.format(graph=graph)
+            _check_gsql(await client.call("schema change", lambda: conn.gsql(text)), "add link")
+            changed = True
         endpoints = await client.call("endpoints", lambda: conn.getEndpoints(dynamic=True))
         prefix = f"/query/{graph}/"
         installed = {

@@ -8,12 +8,14 @@ transaction, so the vector index can always be brought to exactly what PostgreSQ
   _writes   applying reconciliation, recall bookkeeping, retention, erasure of a scope
   _writer   the statements of one change: versions, history rows, outbox rows
   _outbox   claiming outbox rows for the vector index; the embedding model of record
+  _links    semantic links between versions: followed by recall, written by the outbox
 """
 
 from __future__ import annotations
 
 import asyncpg
 
+from memory_server.store.facts._links import FactLinks
 from memory_server.store.facts._outbox import (
     EmbeddingModelMismatch,
     OutboxBatch,
@@ -25,7 +27,7 @@ from memory_server.store.facts._reads import FactReads
 from memory_server.store.facts._writes import FactWrites
 
 
-class PostgresFactStore(FactReads, FactWrites, VectorOutbox):
+class PostgresFactStore(FactReads, FactWrites, FactLinks, VectorOutbox):
     """The domain's FactStore (memory.ports), and the outbox the vector index is fed from."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:

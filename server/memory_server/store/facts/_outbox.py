@@ -10,13 +10,15 @@ module then, and shipped migrations are never edited (store/schema.py).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
 
+from memory_server.memory.ports import LinkRecord
+from memory_server.store.facts._links import close_links, record_links
 from memory_server.store.facts._sql import optional_id
 from memory_server.store.rows import row_reader
 from memory_server.store.stats import outbox_stats
@@ -78,6 +80,14 @@ class OutboxBatch:
             )
             for r in rows
         }
+
+    async def record_links(self, pairs: Sequence[tuple[str, str, float]]) -> list[LinkRecord]:
+        """See store.facts._links.record_links; committed with the batch."""
+        return await record_links(self._conn, pairs)
+
+    async def close_links(self, version_ids: Sequence[str]) -> list[LinkRecord]:
+        """See store.facts._links.close_links; committed with the batch."""
+        return await close_links(self._conn, version_ids)
 
     async def done(self) -> None:
         await self._conn.execute(

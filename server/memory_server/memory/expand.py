@@ -1,0 +1,63 @@
+"""One-hop expansion of recall along semantic links (written by the outbox, store fact_links).
+
+A question's best hits pull in the facts linked to them: a question that needs two facts
+together often shares words with only one ("When did Caroline go to the LGBTQ support group"
+finds the support group, and the link brings the later "I went yesterday"). A linked fact
+scores below its source:
+
+    score(linked) = score(source) * decay * cosine(link)
+
+so it never outranks what brought it in; a fact found both ways keeps its better score. The
+linked versions come from one query that already filtered them (and the links) by the as-of
+point, so expansion, like the signals, filters before it ranks. `decay` = 0 turns it off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memory_server.memory.ports import LinkedVersion
+from memory_server.memory.recall import ScoredFact
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandSettings:
+    # Measured on the LoCoMo dev split (bench/locomo_links.py, bench/README.md).
+    decay: float = 0.9
+    seeds: int = 5  # the best hits whose links are followed
+
+    @property
+    def enabled(self) -> bool:
+        return self.decay > 0 and self.seeds > 0
+
+
+def seeds(ranked: Sequence[ScoredFact], settings: ExpandSettings) -> list[str]:
+    """The version ids whose links are followed: the best `settings.seeds` hits."""
+    return [s.version.version_id for s in ranked[: settings.seeds]] if settings.enabled else []
+
+
+def expand(
+    ranked: Sequence[ScoredFact],
+    linked: Sequence[LinkedVersion],
+    settings: ExpandSettings,
+    *,
+    top_k: int,
+    threshold: float,
+) -> list[ScoredFact]:
+    """`ranked` (best first) with the linked versions merged in, deduplicated by version,
+    best first, at least `threshold`, at most `top_k`."""
+    best: dict[str, ScoredFact] = {s.version.version_id: s for s in ranked}
+    source = {s.version.version_id: s.score for s in ranked}
+    for link in linked:
+        if link.from_version_id not in source:
+            continue
+        score = source[link.from_version_id] * settings.decay * max(0.0, link.score)
+        vid = link.version.version_id
+        direct = best.get(vid)
+        if score >= threshold and (direct is None or direct.score < score):
+            # The signals of a direct hit stay as they were; the score is the link's.
+            vector, lexical = (direct.vector_score, direct.lexical_score) if direct else (0, 0)
+            best[vid] = ScoredFact(link.version, score, vector, lexical, via=link.from_version_id)
+    out = sorted(best.values(), key=lambda s: (s.score, s.version.recorded_at), reverse=True)
+    return out[:top_k]

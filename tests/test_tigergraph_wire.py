@@ -306,7 +306,8 @@ async def test_metrics_show_the_index_lag_and_missing_vectors(
     # made searchable (each scrape asks GET /restpp/vector/status) and the live facts whose
     # vectors learning could not read back.
     with serve_tigergraph() as tg:
-        tg.state.index_lag_s = 1.0
+        # Long enough that the first scrape comes before the rebuild on a loaded machine.
+        tg.state.index_lag_s = 5.0
         memory = await start_server(
             fact_extract_async=False, metrics_address="127.0.0.1:0", **server_settings(tg)
         )
@@ -320,13 +321,14 @@ async def test_metrics_show_the_index_lag_and_missing_vectors(
             return (await outbox.status())[0] == 0
 
         await assert_eventually(indexed, what="the outbox drained")
-        assert await _metric(memory, "graphrag_memory_vector_index_pending") == 1
+        # At least the fact's vector (a retried batch upserts it again).
+        assert await _metric(memory, "graphrag_memory_vector_index_pending") >= 1
         assert await _metric(memory, "graphrag_memory_vector_index_lag_seconds") > 0
 
         async def rebuilt() -> bool:
             return await _metric(memory, "graphrag_memory_vector_index_pending") == 0
 
-        await assert_eventually(rebuilt, timeout_s=10, what="the index rebuilt")
+        await assert_eventually(rebuilt, timeout_s=20, what="the index rebuilt")
         assert await _metric(memory, "graphrag_memory_vector_index_lag_seconds") == 0
         assert await _metric(memory, "graphrag_memory_live_vectors_missing") == 0
 

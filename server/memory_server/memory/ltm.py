@@ -14,9 +14,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import NotFound, Unavailable
+from memory_server.memory.event_time import said_when
 from memory_server.memory.facts import (
     AppliedChange,
     Candidate,
@@ -33,6 +35,7 @@ from memory_server.memory.model import LongTermSection, RecalledFact
 from memory_server.memory.ports import (
     AsOf,
     Embedder,
+    EventDates,
     ExtractionInput,
     Extractor,
     FactStore,
@@ -46,6 +49,7 @@ from memory_server.memory.ports import (
 )
 from memory_server.memory.recall import ScoredFact, is_standing_instruction, rank
 from memory_server.memory.reconcile import LiveFactsChanged, revalidate, revision
+from memory_server.memory.time_intent import dated_vote
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,8 @@ class LtmSettings:
     top_k: int
     score_threshold: float
     max_facts_per_scope: int
+    # The vote a dated fact gets when the question asks about time (memory.time_intent).
+    time_intent_weight: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,15 @@ class LearnInput:
     user_message_id: str
     user_text: str
     assistant_text: str
+    # When the user said it (the stored message's created_at; an import keeps the original):
+    # what is learned is valid from then, and "yesterday" in it is the day before.
+    said_at: datetime | None = None
+
+
+def recalled(version: FactVersion, score: float, *, standing: bool = False) -> RecalledFact:
+    return RecalledFact(
+        version.fact_id, version.text, score, standing, version.valid_from, version.event
+    )
 
 
 class LongTermMemory:
@@ -91,8 +106,10 @@ class LongTermMemory:
         on_change: Callable[[], None] = lambda: None,
         fallback_extractor: Extractor | None = None,
         telemetry: Telemetry | None = None,
+        events: EventDates | None = None,
     ) -> None:
         self._store = store
+        self._events = events
         self._telemetry = telemetry or NoTelemetry()
         self._fallback_extractor = fallback_extractor
         self._index = index
@@ -133,7 +150,14 @@ class LongTermMemory:
         # PostgreSQL is the truth: a vector whose version is not believed at `as_of` any
         # more (the index lags the outbox) is dropped here.
         versions = {v.version_id: v for v in await self._store.versions(scope, ids, as_of)}
-        return rank(versions, cosines, coverages, top_k=top_k, threshold=threshold)
+        return rank(
+            versions,
+            cosines,
+            coverages,
+            top_k=top_k,
+            threshold=threshold,
+            extra_vote=dated_vote(query, self._settings.time_intent_weight),
+        )
 
     async def _vector_hits(self, scope: Scope, query: str, as_of: AsOf) -> dict[str, float]:
         [vector] = await self._embedder.embed([query])
@@ -160,15 +184,10 @@ class LongTermMemory:
         relevant = [s for s in found if s.score >= self._settings.score_threshold][:top_k]
         # Standing instructions first (they shape every answer), then what the question
         # brings up, each kind at most top_k.
-        facts = [
-            RecalledFact(v.fact_id, v.text, scores.get(v.version_id, 0.0), standing=True)
-            for v in standing
-        ]
+        facts = [recalled(v, scores.get(v.version_id, 0.0), standing=True) for v in standing]
         shown = {v.version_id for v in standing}
         facts += [
-            RecalledFact(s.version.fact_id, s.version.text, s.score)
-            for s in relevant
-            if s.version.version_id not in shown
+            recalled(s.version, s.score) for s in relevant if s.version.version_id not in shown
         ]
         try:
             await self._store.touch(scope, [f.fact_id for f in facts])
@@ -191,6 +210,7 @@ class LongTermMemory:
         if extracted is None:
             return []
         candidates, extractor_name = extracted
+        candidates = await said_when(candidates, turn.said_at, self._events)
         provenance = Provenance(turn.conversation_id, turn.user_message_id, extractor_name)
 
         async def job() -> list[AppliedChange]:
@@ -331,10 +351,14 @@ class LongTermMemory:
 
     # --- manual operations -------------------------------------------------------------------
 
-    async def add_fact(self, scope: Scope, text: str, kind: FactKind) -> AppliedChange:
-        """Adds the fact, unless a live fact has the same normalised text: then that one is
-        returned (NONE) and nothing is written, however many servers are asked at once."""
-        decisions = [ReconciledCandidate(Decision.ADD, Candidate(text, kind))]
+    async def add_fact(
+        self, scope: Scope, text: str, kind: FactKind, valid_from: datetime | None = None
+    ) -> AppliedChange:
+        """Adds the fact, valid from `valid_from` (now when None), unless a live fact has the
+        same normalised text: then that one is returned (NONE) and nothing is written, however
+        many servers are asked at once."""
+        [candidate] = await said_when([Candidate(text, kind)], valid_from, self._events)
+        decisions = [ReconciledCandidate(Decision.ADD, candidate)]
         [applied] = await self._executor.run(
             scope,
             lambda: self._apply(

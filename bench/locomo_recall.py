@@ -46,8 +46,10 @@ from serverproc import BenchServer
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
+from memory_server.extraction.event_dates import DateparserEvents
+from memory_server.memory.facts import EventTime, FactKind, FactVersion
 from memory_server.memory.recall import fuse
-from memory_server.memory.time_intent import has_time_intent
+from memory_server.memory.time_intent import dated_vote, has_time_intent
 
 GRAPHNAME = "LoCoMo"
 # The two ways of storing a turn: as the reference setup does, and as this benchmark did before.
@@ -115,24 +117,56 @@ class Hit:
     score: float
     vector: float
     lexical: float
-    dated: bool  # the server resolved a date in its text (Fact.event_time)
+    version: FactVersion  # its times (valid_from, event_at) for the time-intent vote
     recorded: tuple[int, int]  # recorded_at (seconds, nanos): ties go to the newer
+
+    @property
+    def dated(self) -> bool:
+        return self.version.event_at is not None
 
     def base(self) -> float:
         """The score without the time-intent vote: today's ranking (memory.recall.fuse)."""
         return fuse(self.vector, self.lexical)
 
 
+_EVENTS = DateparserEvents()
+
+
+def asked_when(question: str) -> EventTime | None:
+    """The date the question names, as the server resolves it (memory.event_time)."""
+    if not _EVENTS.needs_resolving(question):
+        return None
+    return _EVENTS.resolve(question, datetime.now(UTC))
+
+
 def rerank(question: str, hits: Sequence[Hit], weight: float) -> list[str]:
     """The server's ranking (memory.recall.rank with memory.time_intent.dated_vote) replayed
     with another time-intent weight; 0 is the ranking before the vote existed."""
-    vote = weight > 0.0 and has_time_intent(question)
+    vote = dated_vote(question, weight, asked_when(question))
 
     def key(h: Hit) -> tuple[float, tuple[int, int]]:
-        score = fuse(h.base(), weight if h.dated else 0.0) if vote else h.base()
+        score = fuse(h.base(), vote(h.version)) if vote is not None else h.base()
         return score, h.recorded
 
     return [h.dia_id for h in sorted(hits, key=key, reverse=True)]
+
+
+def version_of(fact: pb.Fact) -> FactVersion:
+    def at(ts: Timestamp) -> datetime:
+        return ts.ToDatetime(UTC)
+
+    return FactVersion(
+        fact.version_id,
+        fact.fact_id,
+        fact.text,
+        FactKind(fact.kind),
+        at(fact.valid_from),
+        at(fact.valid_to) if fact.HasField("valid_to") else None,
+        at(fact.recorded_at),
+        None,
+        event_at=at(fact.event_time) if fact.HasField("event_time") else None,
+        event_period=fact.event_period,
+    )
 
 
 class Progress:
@@ -349,7 +383,7 @@ async def ask_all(
                 r.score,
                 r.vector_score,
                 r.lexical_score,
-                r.fact.HasField("event_time"),
+                version_of(r.fact),
                 (r.fact.recorded_at.seconds, r.fact.recorded_at.nanos),
             )
             for r in response.results
@@ -452,6 +486,7 @@ async def run(address: str, args: argparse.Namespace, conversations: list[Conver
     dated = [sum(h.dated for h in hits) / max(1, len(hits)) for _, hits in reference]
     out["dated_share_of_candidates_pct"] = round(100 * sum(dated) / len(dated), 1)
     out["time_intent_questions"] = sum(has_time_intent(q.text) for q, _ in reference)
+    out["questions_naming_a_date"] = sum(asked_when(q.text) is not None for q, _ in reference)
     if args.time_intent_weight is not None:
         # The replay is exact: it must give the server's own ranking at the server's weight.
         replay = replayed(reference, args.time_intent_weight)

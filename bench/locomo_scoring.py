@@ -142,7 +142,8 @@ def print_report(report: dict[str, Any], ks: Sequence[int]) -> None:
         rc = report["replay_check"]
         print(f"replay at the server's weight {rc['weight']}: {rc['rankings_differ']} differ")
     print(
-        f"time-intent questions {report['time_intent_questions']}; dated facts are "
+        f"time-intent questions {report['time_intent_questions']}, naming a date "
+        f"{report['questions_naming_a_date']}; dated facts are "
         f"{report['dated_share_of_candidates_pct']}% of the candidates"
     )
     check = report["as_of_check"]

@@ -230,3 +230,32 @@ async def test_a_when_question_weighs_dated_facts_and_no_other_question_does(
     what = await scores("What did Melanie run for mental health?")
     for score, unweighted in what.values():
         assert score == pytest.approx(unweighted)
+
+
+async def test_a_question_naming_a_date_weighs_the_facts_about_that_time(
+    memory: RunningServer, scope: dict[str, str]
+):
+    in_may = "John went to a tech convention with his colleagues last month"  # said in June
+    in_june = "John went to a tech convention with his colleagues"  # said in June
+    for text in (in_may, in_june):
+        await memory.stub.AddFact(
+            pb.AddFactRequest(**scope, text=text, valid_time=_ts(datetime(2023, 6, 2, tzinfo=UTC)))
+        )
+    await _indexed(memory)
+
+    async def scores(query: str) -> dict[str, tuple[float, float]]:
+        found = await memory.stub.SearchFacts(
+            pb.SearchFactsRequest(**scope, query=query, top_k=10, threshold=0)
+        )
+        return {
+            r.fact.text: (r.score, fuse(r.vector_score, r.lexical_score)) for r in found.results
+        }
+
+    # "in May 2023": the fact whose event is May 2023 gets the vote, the one said on 2 June
+    # (no date in its text) does not; "in June 2023" the other way round.
+    may = await scores("What did John attend with his colleagues in May 2023?")
+    assert may[in_may][0] == pytest.approx(fuse(may[in_may][1], WEIGHT))
+    assert may[in_june][0] == pytest.approx(may[in_june][1])
+    june = await scores("What did John attend with his colleagues in June 2023?")
+    assert june[in_june][0] == pytest.approx(fuse(june[in_june][1], WEIGHT))
+    assert june[in_may][0] == pytest.approx(june[in_may][1])

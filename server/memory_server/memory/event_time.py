@@ -1,7 +1,8 @@
 """Event time on every fact: a fact is valid from when it was said (the message's time, which
 an AppendMessages import keeps from the original; AddFact's valid time), and the date its text
 speaks of ("yesterday", "last week", "next month", "in 2022") is resolved against that moment,
-so that "When did she go?" can be answered from memory alone."""
+so that "When did she go?" can be answered from memory alone. A question's own date is
+resolved the same way, for recall (memory.time_intent)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from memory_server.memory.facts import Candidate
+from memory_server.memory.facts import Candidate, EventTime
 from memory_server.memory.ports import EventDates
 
 
@@ -32,3 +33,12 @@ async def said_when(
         ]
 
     return await asyncio.to_thread(resolve)
+
+
+async def asked_when(question: str, events: EventDates | None) -> EventTime | None:
+    """The date a question names ("in March 2023", "on 1 May, 2022"), resolved against now;
+    None when it names none. Only a question with a time word reaches the resolver, on a worker
+    thread."""
+    if events is None or not events.needs_resolving(question):
+        return None
+    return await asyncio.to_thread(events.resolve, question, datetime.now(UTC))

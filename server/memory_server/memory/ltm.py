@@ -18,7 +18,7 @@ from datetime import datetime
 
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import NotFound, Unavailable
-from memory_server.memory.event_time import said_when
+from memory_server.memory.event_time import asked_when, said_when
 from memory_server.memory.facts import (
     AppliedChange,
     Candidate,
@@ -137,13 +137,17 @@ class LongTermMemory:
     ) -> list[ScoredFact]:
         """Hybrid search within the scope; both signals filter by `as_of` before ranking."""
         vector_task = asyncio.ensure_future(self._vector_hits(scope, query, as_of))
+        # The date the question names, if any ("in March 2023"), resolved beside the search.
+        asked_task = asyncio.ensure_future(asked_when(query, self._events))
         try:
             coverages = dict(await self._store.lexical(scope, query, _CANDIDATES_PER_SIGNAL, as_of))
         except BaseException:
-            vector_task.cancel()
-            await asyncio.gather(vector_task, return_exceptions=True)
+            for task in (vector_task, asked_task):
+                task.cancel()
+            await asyncio.gather(vector_task, asked_task, return_exceptions=True)
             raise
         cosines = await vector_task
+        asked = await asked_task
         ids = list(dict.fromkeys([*cosines, *coverages]))
         if not ids:
             return []
@@ -156,7 +160,7 @@ class LongTermMemory:
             coverages,
             top_k=top_k,
             threshold=threshold,
-            extra_vote=dated_vote(query, self._settings.time_intent_weight),
+            extra_vote=dated_vote(query, self._settings.time_intent_weight, asked),
         )
 
     async def _vector_hits(self, scope: Scope, query: str, as_of: AsOf) -> dict[str, float]:

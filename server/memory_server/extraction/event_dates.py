@@ -81,13 +81,19 @@ class DateparserEvents:
             "RETURN_AS_TIMEZONE_AWARE": False,
             "TIMEZONE": "UTC",
         }
-        found: Sequence[tuple[str, datetime]] | None = search(
-            text, languages=["en"], settings=settings
-        )
+        try:
+            found: Sequence[tuple[str, datetime]] | None = search(
+                text, languages=["en"], settings=settings
+            )
+        except (OverflowError, ValueError):  # "tomorrow" said on 9999-12-31, say
+            return None
         for phrase, _ in found or ():
             if not any(a.search(phrase) for a in _ANCHORS):
                 continue
-            data = parser_class(languages=["en"], settings=settings).get_date_data(phrase)
+            try:
+                data = parser_class(languages=["en"], settings=settings).get_date_data(phrase)
+            except (OverflowError, ValueError):
+                continue
             if data.date_obj is None:
                 continue
             # "time" (an hour of that day) is a day at this grain.

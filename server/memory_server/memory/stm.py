@@ -55,7 +55,9 @@ def fact_line(fact: RecalledFact) -> str:
     2023-05-08 refers to 2023-05-07)."""
     dates = []
     if fact.valid_from is not None:
-        dates.append(f"stated {fact.valid_from.astimezone(UTC):%Y-%m-%d}")
+        said = fact.valid_from  # naive only for PostgreSQL's -infinity (0001-01-01)
+        said = said.astimezone(UTC) if said.tzinfo else said.replace(tzinfo=UTC)
+        dates.append(f"stated {said:%Y-%m-%d}")
     if fact.event is not None:
         dates.append(f"refers to {fact.event.label()}")
     return f"- {fact.text} ({'; '.join(dates)})\n" if dates else f"- {fact.text}\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from memory_server.memory.facts import EventPeriod, EventTime, FactVersion
 
@@ -32,16 +32,22 @@ def has_time_intent(question: str) -> bool:
 def span(event: EventTime) -> tuple[datetime, datetime]:
     """The interval an event time stands for, at its grain: its day, the seven days from its
     date, its calendar month, its calendar year."""
-    at = event.at
-    day = at.replace(hour=0, minute=0, second=0, microsecond=0)
-    if event.period is EventPeriod.YEAR:
+    day = event.at.replace(hour=0, minute=0, second=0, microsecond=0)
+    try:
+        return _span(day, event.period)
+    except (OverflowError, ValueError):  # the year 9999: open-ended
+        return day, datetime.max.replace(tzinfo=UTC)
+
+
+def _span(day: datetime, period: EventPeriod) -> tuple[datetime, datetime]:
+    if period is EventPeriod.YEAR:
         start = day.replace(month=1, day=1)
         return start, start.replace(year=start.year + 1)
-    if event.period is EventPeriod.MONTH:
+    if period is EventPeriod.MONTH:
         start = day.replace(day=1)
         end = start.replace(year=start.year + 1, month=1) if start.month == 12 else None
         return start, end or start.replace(month=start.month + 1)
-    if event.period is EventPeriod.WEEK:
+    if period is EventPeriod.WEEK:
         return day, day + timedelta(days=7)
     return day, day + timedelta(days=1)
 
@@ -50,7 +56,9 @@ def _about(version: FactVersion) -> tuple[datetime, datetime]:
     event = version.event
     if event is not None:
         return span(event)
-    return span(EventTime(version.valid_from, EventPeriod.DAY))
+    said = version.valid_from
+    # PostgreSQL's -infinity (AddFact at 0001-01-01T00:00:00Z) comes back naive.
+    return span(EventTime(said if said.tzinfo else said.replace(tzinfo=UTC), EventPeriod.DAY))
 
 
 def dated_vote(

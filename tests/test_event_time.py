@@ -126,7 +126,9 @@ async def test_an_imported_change_ends_the_old_version_when_it_was_said(
     await _import_then_reply(memory, scope, "Actually I prefer long explanations now.", changed)
     [live] = await _live(memory, scope)
     assert "long explanations" in live.text and _at(live.valid_from) == changed
-    versions = (await memory.stub.GetFact(pb.GetFactRequest(**scope, fact_id=live.fact_id))).versions
+    versions = (
+        await memory.stub.GetFact(pb.GetFactRequest(**scope, fact_id=live.fact_id))
+    ).versions
     [ended] = [v for v in versions if v.HasField("valid_to") and not v.HasField("superseded_at")]
     assert (_at(ended.valid_from), _at(ended.valid_to)) == (SAID, changed)
     # What was true in between is the old preference, whatever day the import ran.

@@ -34,7 +34,7 @@ class Settings:
     # --- the service's own settings ---
     # Recall: the vote a fact whose text names a date gets when the question asks about time
     # ("when", "what year", "how long ago"); 0 turns it off (memory.time_intent).
-    ltm_time_intent_weight: float = 0.2
+    ltm_time_intent_weight: float = 0.25
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""

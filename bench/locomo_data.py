@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +24,30 @@ _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
 _EVIDENCE_ID = re.compile(r"D:?(\d+):0*(\d+)")
 
 
+# "1:56 pm on 8 May, 2023": the session's date time, read as UTC (the data names no zone).
+_SESSION_TIME = "%I:%M %p on %d %B, %Y"
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     dia_id: str  # canonical "D<session>:<turn>"
     speaker: str
     text: str
+    blip_caption: str  # the shared image's caption; "" for a turn without an image
+    said_at: datetime  # the session's date time
 
     @property
     def memory_text(self) -> str:
-        """What is stored: the speaker prefix matters for retrieval ("Caroline: ...")."""
+        """What is stored, as in the reference setup (LoCoMo's RAG evaluation): the speaker
+        prefix matters for retrieval, and an image turn's content is in its caption
+        ("Caroline: take a look at this [shares a photo of a painted sunrise]")."""
+        if self.blip_caption:
+            return f"{self.speaker}: {self.text} [shares {self.blip_caption}]"
+        return f"{self.speaker}: {self.text}"
+
+    @property
+    def plain_text(self) -> str:
+        """The text the benchmark stored before (no caption): "Speaker: text"."""
         return f"{self.speaker}: {self.text}"
 
 
@@ -78,11 +94,15 @@ def _turns(conversation: dict[str, Any]) -> list[Turn]:
     )
     turns: list[Turn] = []
     for _, key in sessions:
+        said_at = datetime.strptime(conversation[f"{key}_date_time"], _SESSION_TIME)
         for turn in conversation[key]:
             dia_id = canonical(turn["dia_id"])
             if dia_id is None:
                 raise ValueError(f"unexpected dia_id {turn['dia_id']!r}")
-            turns.append(Turn(dia_id, turn["speaker"], turn["text"]))
+            caption = str(turn.get("blip_caption") or "").strip()
+            turns.append(
+                Turn(dia_id, turn["speaker"], turn["text"], caption, said_at.replace(tzinfo=UTC))
+            )
     return turns
 
 

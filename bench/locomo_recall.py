@@ -3,10 +3,13 @@
     .venv/bin/python bench/locomo_recall.py [--data PATH] [--k 1,5,10,20]
                                             [--limit-conversations N]
 
-Starts its own server (fresh temp data dir under /tmp), stores every turn of each
-conversation as a fact ("Speaker: text") through AddFact in one scope per conversation, waits
-until the vector index holds every one of them, then asks each category 1-4 question with
-evidence through SearchFacts and scores turn-level Recall@k. See bench/README.md.
+Starts its own server (fresh temp data dir under /tmp) and stores every turn of each
+conversation twice through AddFact, in two scopes per conversation: as the reference setup
+does ("Speaker: text [shares <blip_caption>]", valid from its session's date time) and as this
+benchmark did before ("Speaker: text", valid from now). It waits until the vector index holds
+every fact, asks each category 1-4 question with evidence through SearchFacts in both, and
+scores turn-level Recall@k with standard errors, the paired difference between the two on the
+same questions, and a sweep of the time-intent weight. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +31,7 @@ from locomo_scoring import (
     PROBE_TOP_K,
     TARGET_R10,
     latency_ms,
+    paired_table,
     print_report,
     recall_table,
     threshold_table,
@@ -41,8 +46,17 @@ from serverproc import BenchServer
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
+from memory_server.extraction.event_dates import DateparserEvents
+from memory_server.memory.facts import EventTime, FactKind, FactVersion
+from memory_server.memory.recall import fuse
+from memory_server.memory.time_intent import dated_vote, has_time_intent
 
 GRAPHNAME = "LoCoMo"
+# The two ways of storing a turn: as the reference setup does, and as this benchmark did before.
+REFERENCE, BEFORE = "reference", "before"
+SETUPS = (REFERENCE, BEFORE)
+# Time-intent weights replayed on the reference setup's candidates (the server's own is one).
+SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 # A fact found by its own text scores ~1.0 by vector once it is indexed.
 _SELF_COSINE = 0.99
 T = TypeVar("T")
@@ -67,6 +81,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also ask with this threshold (top_k 100): evidence kept vs unrelated facts kept",
     )
     p.add_argument("--max-facts-per-scope", type=int, default=5000)
+    p.add_argument(
+        "--ingest-only",
+        choices=SETUPS,
+        default=None,
+        help="store the turns of one setup, wait for the index, report ingest and stop",
+    )
+    p.add_argument(
+        "--time-intent-weight",
+        type=float,
+        default=None,
+        help="the server's ltm_time_intent_weight (default: the server's default)",
+    )
     p.add_argument("--index-timeout-s", type=float, default=600, help="wait for the index")
     p.add_argument("--server-arg", action="append", default=[], help="extra server flag")
     p.add_argument("--json-out", type=Path, default=Path("bench/results/locomo_recall.json"))
@@ -79,8 +105,68 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def username(sample_id: str) -> str:
-    return f"locomo-{sample_id}"
+def username(sample_id: str, setup: str = REFERENCE) -> str:
+    return f"locomo-{sample_id}" if setup == REFERENCE else f"locomo-{setup}-{sample_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One SearchFacts result, with what it takes to rank it again offline."""
+
+    dia_id: str
+    score: float
+    vector: float
+    lexical: float
+    version: FactVersion  # its times (valid_from, event_at) for the time-intent vote
+    recorded: tuple[int, int]  # recorded_at (seconds, nanos): ties go to the newer
+
+    @property
+    def dated(self) -> bool:
+        return self.version.event_at is not None
+
+    def base(self) -> float:
+        """The score without the time-intent vote: today's ranking (memory.recall.fuse)."""
+        return fuse(self.vector, self.lexical)
+
+
+_EVENTS = DateparserEvents()
+
+
+def asked_when(question: str) -> EventTime | None:
+    """The date the question names, as the server resolves it (memory.event_time)."""
+    if not _EVENTS.needs_resolving(question):
+        return None
+    return _EVENTS.resolve(question, datetime.now(UTC))
+
+
+def rerank(question: str, hits: Sequence[Hit], weight: float) -> list[str]:
+    """The server's ranking (memory.recall.rank with memory.time_intent.dated_vote) replayed
+    with another time-intent weight; 0 is the ranking before the vote existed."""
+    vote = dated_vote(question, weight, asked_when(question))
+
+    def key(h: Hit) -> tuple[float, tuple[int, int]]:
+        score = fuse(h.base(), vote(h.version)) if vote is not None else h.base()
+        return score, h.recorded
+
+    return [h.dia_id for h in sorted(hits, key=key, reverse=True)]
+
+
+def version_of(fact: pb.Fact) -> FactVersion:
+    def at(ts: Timestamp) -> datetime:
+        return ts.ToDatetime(UTC)
+
+    return FactVersion(
+        fact.version_id,
+        fact.fact_id,
+        fact.text,
+        FactKind(fact.kind),
+        at(fact.valid_from),
+        at(fact.valid_to) if fact.HasField("valid_to") else None,
+        at(fact.recorded_at),
+        None,
+        event_at=at(fact.event_time) if fact.HasField("event_time") else None,
+        event_period=fact.event_period,
+    )
 
 
 class Progress:
@@ -137,42 +223,54 @@ async def bounded(
 
 
 async def ingest(
-    stub: pb_grpc.MemoryServiceStub, conversations: Sequence[Conversation], concurrency: int
-) -> tuple[dict[str, dict[str, str]], dict[str, list[tuple[str, str]]]]:
-    """AddFact for every turn, in dialogue order per conversation (conversations interleaved).
-    Returns fact_id -> dia_id per conversation, and (fact_id, text) in completion order."""
+    stub: pb_grpc.MemoryServiceStub,
+    conversations: Sequence[Conversation],
+    concurrency: int,
+    setups: Sequence[str] = SETUPS,
+) -> tuple[dict[str, dict[str, str]], dict[str, list[tuple[str, str, str]]]]:
+    """AddFact for every turn in both setups, in dialogue order per conversation
+    (conversations and setups interleaved). Returns fact_id -> dia_id per conversation (both
+    setups' ids), and (username, fact_id, text) per conversation in completion order."""
     fact_to_turn: dict[str, dict[str, str]] = {c.sample_id: {} for c in conversations}
-    added: dict[str, list[tuple[str, str]]] = {c.sample_id: [] for c in conversations}
+    added: dict[str, list[tuple[str, str, str]]] = {c.sample_id: [] for c in conversations}
     longest = max(len(c.turns) for c in conversations)
-    jobs = [(c, c.turns[i]) for i in range(longest) for c in conversations if i < len(c.turns)]
+    jobs = [
+        (c, c.turns[i], setup)
+        for i in range(longest)
+        for c in conversations
+        if i < len(c.turns)
+        for setup in setups
+    ]
     progress = Progress("ingest", len(jobs))
 
-    async def add(job: tuple[Conversation, Turn]) -> None:
-        conversation, turn = job
-        response = await stub.AddFact(
-            pb.AddFactRequest(
-                username=username(conversation.sample_id),
-                graphname=GRAPHNAME,
-                text=turn.memory_text,
-                kind="other",
-            )
+    async def add(job: tuple[Conversation, Turn, str]) -> None:
+        conversation, turn, setup = job
+        user = username(conversation.sample_id, setup)
+        request = pb.AddFactRequest(
+            username=user,
+            graphname=GRAPHNAME,
+            text=turn.memory_text if setup == REFERENCE else turn.plain_text,
+            kind="other",
         )
+        if setup == REFERENCE:
+            request.valid_time.CopyFrom(timestamp(turn.said_at))
+        response = await stub.AddFact(request)
         fact_to_turn[conversation.sample_id][response.fact.fact_id] = turn.dia_id
-        added[conversation.sample_id].append((response.fact.fact_id, response.fact.text))
+        added[conversation.sample_id].append((user, response.fact.fact_id, response.fact.text))
         progress.step()
 
     await bounded(jobs, concurrency, add)
     return fact_to_turn, added
 
 
-async def indexed(stub: pb_grpc.MemoryServiceStub, sample_id: str, fact_id: str, text: str) -> bool:
+async def indexed(stub: pb_grpc.MemoryServiceStub, user: str, fact_id: str, text: str) -> bool:
     """True when the fact is in the vector index: searched by its own text, it comes back with
     a vector score of ~1 (a lexical-only hit has vector score 0). top_k is the maximum, 100,
     which is at least the 50 + 50 candidates the server fuses, so ties in the fused score
     cannot hide the fact."""
     response = await stub.SearchFacts(
         pb.SearchFactsRequest(
-            username=username(sample_id),
+            username=user,
             graphname=GRAPHNAME,
             query=text,
             top_k=PROBE_TOP_K,
@@ -187,7 +285,7 @@ async def indexed(stub: pb_grpc.MemoryServiceStub, sample_id: str, fact_id: str,
 async def wait_for_index(
     stub: pb_grpc.MemoryServiceStub,
     conversations: Sequence[Conversation],
-    added: dict[str, list[tuple[str, str]]],
+    added: dict[str, list[tuple[str, str, str]]],
     concurrency: int,
     timeout_s: float,
 ) -> dict[str, Any]:
@@ -197,8 +295,8 @@ async def wait_for_index(
     deadline = started + timeout_s
     waiting = {sid: facts[-1] for sid, facts in added.items()}
     while waiting:
-        for sid, (fact_id, text) in list(waiting.items()):
-            if await indexed(stub, sid, fact_id, text):
+        for sid, (user, fact_id, text) in list(waiting.items()):
+            if await indexed(stub, user, fact_id, text):
                 del waiting[sid]
         if waiting:
             if time.monotonic() > deadline:
@@ -206,15 +304,15 @@ async def wait_for_index(
             await asyncio.sleep(0.25)
     caught_up_s = time.monotonic() - started
 
-    missing = [(sid, fid, text) for sid, facts in added.items() for fid, text in facts]
+    missing = [fact for facts in added.values() for fact in facts]
     total = len(missing)
     progress = Progress("verify index", total)
     rounds = 0
     still: list[tuple[str, str, str]] = []
 
     async def check(item: tuple[str, str, str]) -> None:
-        sid, fid, text = item
-        if await indexed(stub, sid, fid, text):
+        user, fid, text = item
+        if await indexed(stub, user, fid, text):
             progress.step()
         else:
             still.append(item)
@@ -252,20 +350,21 @@ async def ask_all(
     top_k: int,
     concurrency: int,
     label: str,
+    setup: str = REFERENCE,
     as_of: datetime | None = None,
     threshold: float = 0.0,
-) -> tuple[list[tuple[Question, list[str]]], list[float]]:
-    """Every question in its conversation's scope; returns the ranked dia_ids per question and
-    the latency of each SearchFacts call."""
+) -> tuple[list[tuple[Question, list[Hit]]], list[float]]:
+    """Every question in its conversation's scope of `setup`; returns the hits per question in
+    the server's order and the latency of each SearchFacts call."""
     jobs = [(c, q) for c in conversations for q in c.questions]
-    ranked: dict[tuple[str, int], list[str]] = {}
+    ranked: dict[tuple[str, int], list[Hit]] = {}
     latencies: list[float] = []
     progress = Progress(label, len(jobs))
 
     async def ask(job: tuple[Conversation, Question]) -> None:
         conversation, question = job
         request = pb.SearchFactsRequest(
-            username=username(conversation.sample_id),
+            username=username(conversation.sample_id, setup),
             graphname=GRAPHNAME,
             query=question.text,
             top_k=top_k,
@@ -279,7 +378,15 @@ async def ask_all(
         latencies.append(time.perf_counter() - began)
         turns = fact_to_turn[conversation.sample_id]
         ranked[(conversation.sample_id, question.index)] = [
-            turns[r.fact.fact_id] for r in response.results
+            Hit(
+                turns[r.fact.fact_id],
+                r.score,
+                r.vector_score,
+                r.lexical_score,
+                version_of(r.fact),
+                (r.fact.recorded_at.seconds, r.fact.recorded_at.nanos),
+            )
+            for r in response.results
         ]
         progress.step()
 
@@ -287,36 +394,66 @@ async def ask_all(
     return [(q, ranked[(c.sample_id, q.index)]) for c, q in jobs], latencies
 
 
+def served(results: Sequence[tuple[Question, list[Hit]]]) -> list[tuple[Question, list[str]]]:
+    """The server's own ranking."""
+    return [(q, [h.dia_id for h in hits]) for q, hits in results]
+
+
+def replayed(
+    results: Sequence[tuple[Question, list[Hit]]], weight: float
+) -> list[tuple[Question, list[str]]]:
+    return [(q, rerank(q.text, hits, weight)) for q, hits in results]
+
+
 # --- run -------------------------------------------------------------------------------------
 
 
 async def run(address: str, args: argparse.Namespace, conversations: list[Conversation]) -> Any:
-    top_k = args.ks[-1]
     out: dict[str, Any] = {}
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
         t0 = time.monotonic()
-        fact_to_turn, added = await ingest(stub, conversations, args.ingest_concurrency)
+        setups = SETUPS if args.ingest_only is None else (args.ingest_only,)
+        fact_to_turn, added = await ingest(stub, conversations, args.ingest_concurrency, setups)
         ingest_s = time.monotonic() - t0
         # Every fact is recorded (and valid) from before this moment.
         after_ingest = datetime.now(UTC)
         index = await wait_for_index(
             stub, conversations, added, args.ingest_concurrency, args.index_timeout_s
         )
+        facts = sum(len(v) for v in fact_to_turn.values())
         out["ingest"] = {
-            "facts": sum(len(v) for v in fact_to_turn.values()),
+            "facts": facts,
+            "setups": list(setups),
             "wall_s": round(ingest_s, 2),
-            "facts_per_s": round(sum(len(v) for v in fact_to_turn.values()) / ingest_s, 1),
+            "facts_per_s": round(facts / ingest_s, 1),
             **index,
         }
-        plain, lat = await ask_all(
-            stub, conversations, fact_to_turn, top_k, args.search_concurrency, "search"
+        if args.ingest_only is not None:
+            return out
+        # top_k 100: every fused candidate, so that other weights can be replayed exactly.
+        reference, lat = await ask_all(
+            stub,
+            conversations,
+            fact_to_turn,
+            PROBE_TOP_K,
+            args.search_concurrency,
+            "search",
+        )
+        before, _ = await ask_all(
+            stub,
+            conversations,
+            fact_to_turn,
+            PROBE_TOP_K,
+            args.search_concurrency,
+            "search before",
+            setup=BEFORE,
         )
         filtered, lat_as_of = await ask_all(
             stub,
             conversations,
             fact_to_turn,
-            top_k,
+            PROBE_TOP_K,
             args.search_concurrency,
             "search as-of",
             as_of=after_ingest,
@@ -330,9 +467,33 @@ async def run(address: str, args: argparse.Namespace, conversations: list[Conver
             f"search >={args.threshold}",
             threshold=args.threshold,
         )
-    out["threshold_check"] = threshold_table(thresholded, args.threshold)
-    out["recall"] = recall_table(plain, args.ks)
-    out["recall_as_of"] = recall_table(filtered, args.ks)
+    ks = args.ks
+    now = served(reference)
+    today = replayed(before, 0.0)  # the text, valid time and ranking before this change
+    out["threshold_check"] = threshold_table(served(thresholded), args.threshold)
+    out["recall"] = recall_table(now, ks)
+    out["recall_before"] = recall_table(today, ks)
+    out["recall_captions_only"] = recall_table(replayed(reference, 0.0), ks)
+    out["paired_vs_before"] = paired_table(now, today, ks)
+    out["recall_as_of"] = recall_table(served(filtered), ks)
+    out["sweep_time_intent_weight"] = {
+        f"{w:g}": {
+            group: {f"R@{k}": row[f"R@{k}"] for k in ks}
+            for group, row in recall_table(replayed(reference, w), ks).items()
+        }
+        for w in SWEEP
+    }
+    dated = [sum(h.dated for h in hits) / max(1, len(hits)) for _, hits in reference]
+    out["dated_share_of_candidates_pct"] = round(100 * sum(dated) / len(dated), 1)
+    out["time_intent_questions"] = sum(has_time_intent(q.text) for q, _ in reference)
+    out["questions_naming_a_date"] = sum(asked_when(q.text) is not None for q, _ in reference)
+    if args.time_intent_weight is not None:
+        # The replay is exact: it must give the server's own ranking at the server's weight.
+        replay = replayed(reference, args.time_intent_weight)
+        out["replay_check"] = {
+            "weight": args.time_intent_weight,
+            "rankings_differ": sum(a[1] != b[1] for a, b in zip(replay, now, strict=True)),
+        }
     out["search_latency"] = latency_ms(lat)
     out["search_latency_as_of"] = latency_ms(lat_as_of)
     r10, r10_as_of = out["recall"]["all"]["R@10"], out["recall_as_of"]["all"]["R@10"]
@@ -342,9 +503,25 @@ async def run(address: str, args: argparse.Namespace, conversations: list[Conver
         "R@10_as_of": r10_as_of,
         "match": r10 == r10_as_of,
         "questions_with_different_ranking": sum(
-            a[1] != b[1] for a, b in zip(plain, filtered, strict=True)
+            a[1] != b[1] for a, b in zip(now, served(filtered), strict=True)
         ),
     }
+    out["per_question"] = [
+        {
+            "sample_id": sid,
+            "index": q.index,
+            "category": q.category,
+            "evidence": sorted(q.evidence),
+            "ranked": found[: ks[-1]],
+            "ranked_before": old[: ks[-1]],
+        }
+        for (q, found), (_, old), sid in zip(
+            now,
+            today,
+            [c.sample_id for c in conversations for _ in c.questions],
+            strict=True,
+        )
+    ]
     return out
 
 
@@ -355,6 +532,8 @@ def main(argv: list[str] | None = None) -> None:
     unwind_on_sigterm()
     started = time.time()
     server_args = ["--max-facts-per-scope", str(args.max_facts_per_scope), *args.server_arg]
+    if args.time_intent_weight is not None:
+        server_args += ["--ltm-time-intent-weight", str(args.time_intent_weight)]
     server = BenchServer(server_args)
     try:
         with server:
@@ -374,7 +553,10 @@ def main(argv: list[str] | None = None) -> None:
             "dropped_evidence_ids": [e for c in conversations for e in c.dropped_evidence_ids],
             "ks": args.ks,
             "search_concurrency": args.search_concurrency,
-            "memory_text": "Speaker: text",
+            "memory_text": {
+                REFERENCE: "Speaker: text [shares blip_caption], valid from the session's time",
+                BEFORE: "Speaker: text, valid from now",
+            },
             "metric": "turn-level Recall@k = evidence turns in top k / evidence turns, "
             "averaged over category 1-4 questions with evidence (percent)",
             "target_R@10": TARGET_R10,
@@ -382,7 +564,10 @@ def main(argv: list[str] | None = None) -> None:
         **results,
         "server": server_outcome(server),
     }
-    print_report(report, args.ks)
+    if args.ingest_only is None:
+        print_report(report, args.ks)
+    else:
+        print(report["ingest"])
     write_report(args.json_out, report)
 
 

@@ -273,6 +273,22 @@ async def test_facts_get_and_history_print_live_links(ctl: Ctl, sc: list[str]) -
     assert a in (await ctl("facts", "get", *sc, b)).out.split("\n\n")[-1]
 
 
+async def test_facts_add_with_a_valid_time_prints_the_date_the_text_refers_to(
+    ctl: Ctl, sc: list[str]
+) -> None:
+    added = await ctl(
+        "facts",
+        "add",
+        *sc,
+        "--valid-time",
+        "2023-05-08T13:56:00Z",
+        "Went to a support group yesterday",
+    )
+    assert added.code == 0, added
+    assert field(added.out, "valid") == "2023-05-08T13:56:00Z .. -"
+    assert field(added.out, "refers to") == "2023-05-07T13:56:00Z (day)"
+
+
 async def test_start_turn_reads_content_from_stdin_for_dash(
     memory: RunningServer, ctl: Ctl, scope: dict[str, str], sc: list[str]
 ) -> None:

@@ -8,6 +8,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -42,6 +43,26 @@ def _retries_logged(caplog: pytest.LogCaptureFixture, method: str) -> int:
         for record in caplog.records
         if record.name == RETRY_LOGGER and record.getMessage().startswith(f"{method}: UNAVAILABLE")
     )
+
+
+async def test_add_fact_with_a_valid_time_from_both_clients(
+    memory: RunningServer, scope: dict[str, str]
+) -> None:
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    async with AsyncMemoryClient(memory.address) as client:
+        added = await client.add_fact(**scope, text="Went hiking yesterday", valid_time=said)
+    assert added.fact.valid_from.ToDatetime(UTC) == said
+    assert added.fact.event_period == "day"
+
+    def sync_add() -> pb.AddFactResponse:
+        with MemoryClient(memory.address) as client:
+            return client.add_fact(**scope, text="Moved to Oslo in 2021", valid_time=said)
+
+    moved = await asyncio.to_thread(sync_add)
+    assert moved.fact.valid_from.ToDatetime(UTC) == said and moved.fact.event_period == "year"
+    with pytest.raises(ValueError, match="timezone-aware"):
+        async with AsyncMemoryClient(memory.address) as client:
+            await client.add_fact(**scope, text="x", valid_time=datetime(2023, 5, 8))
 
 
 async def test_async_client_turn_round_trip(memory: RunningServer, scope: dict[str, str]) -> None:

@@ -98,8 +98,10 @@ async def test_preference_planted_in_one_chat_is_recalled_in_another(
     assert started.context.recent_messages == []  # no STM from chat A
     assert "French" in started.context.rendered
     assert all(0.0 <= f.score <= 1.0 for f in started.context.long_term.facts)
+    # Each line carries the date it was stated (UTC), the one valid_from holds.
     section = "### Long-term memory about the user\n" + "".join(
-        f"- {f.text}\n" for f in started.context.long_term.facts
+        f"- {f.text} (stated {f.valid_from.ToDatetime(UTC):%Y-%m-%d})\n"
+        for f in started.context.long_term.facts
     )
     assert section + "\n" in started.context.rendered
     assert started.context.long_term.tokens == TiktokenCounter().count(section + "\n")

@@ -46,7 +46,7 @@ def _timestamp(value: datetime | None) -> Timestamp | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        raise ValueError("as-of times must be timezone-aware datetimes")
+        raise ValueError("times must be timezone-aware datetimes")
     stamp = Timestamp()
     stamp.FromDatetime(value)
     return stamp
@@ -324,9 +324,17 @@ class _Rpcs:
         text: str,
         *,
         kind: str = "",
+        valid_time: datetime | None = None,
         timeout_s: float | None = None,
     ) -> pb.AddFactRequest:
-        return pb.AddFactRequest(username=username, graphname=graphname, text=text, kind=kind)
+        """`valid_time`: when the fact became true (timezone-aware); None means now."""
+        return pb.AddFactRequest(
+            username=username,
+            graphname=graphname,
+            text=text,
+            kind=kind,
+            valid_time=_timestamp(valid_time),
+        )
 
     @rpc("UpdateFact", pb.UpdateFactResponse, retry_if=never)
     def update_fact(

@@ -25,6 +25,7 @@ from memory_server.embedding.backend import AsyncEmbeddingBackend, EmbeddingBack
 from memory_server.embedding.minilm import MiniLMBackend
 from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
+from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.index.pgvector import PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
@@ -279,9 +280,11 @@ class MemoryServer:
                 score_threshold=settings.ltm_score_threshold,
                 max_facts_per_scope=settings.max_facts_per_scope,
                 expansion=ExpandSettings(settings.ltm_link_decay, settings.ltm_link_seeds),
+                time_intent_weight=settings.ltm_time_intent_weight,
             ),
             on_change=self.outbox.notify,
             telemetry=self.metrics,
+            events=DateparserEvents(),
         )
 
     async def _vector_index(

@@ -40,6 +40,9 @@ class Settings:
     ltm_links_per_fact: int = 5
     ltm_link_decay: float = 0.9
     ltm_link_seeds: int = 5
+    # Recall: the vote a fact whose text names a date gets when the question asks about time
+    # ("when", "what year", "how long ago"); 0 turns it off (memory.time_intent).
+    ltm_time_intent_weight: float = 0.25
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""
@@ -126,6 +129,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "stm_context_tokens": (256, 1_000_000),
     "ltm_top_k": (1, 100),
     "ltm_score_threshold": (0.0, 1.0),
+    "ltm_time_intent_weight": (0.0, 1.0),
     "ltm_retention_days": (1, None),
     "max_facts_per_scope": (1, 1_000_000),
     "ltm_link_threshold": (0.0, 1.0),

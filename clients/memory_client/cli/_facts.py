@@ -59,6 +59,11 @@ def _fact_fields(fact: pb.Fact) -> list[tuple[str, str]]:
         ("text", fact.text),
         ("valid", f"{timestamp(fact.valid_from)} .. {timestamp(fact.valid_to)}"),
         ("recorded", f"{timestamp(fact.recorded_at)} .. {timestamp(fact.superseded_at)}"),
+        *(
+            [("refers to", f"{timestamp(fact.event_time)} ({fact.event_period})")]
+            if fact.HasField("event_time")
+            else []
+        ),
     ]
 
 
@@ -181,7 +186,13 @@ def _version_rows(versions: Sequence[pb.Fact]) -> list[list[str]]:
 
 
 def _add_fact(client: MemoryClient, args: Namespace) -> pb.AddFactResponse:
-    return client.add_fact(args.username, args.graphname, text=text_of(args.text), kind=args.kind)
+    return client.add_fact(
+        args.username,
+        args.graphname,
+        text=text_of(args.text),
+        kind=args.kind,
+        valid_time=args.valid_time,
+    )
 
 
 def _update_fact(client: MemoryClient, args: Namespace) -> pb.UpdateFactResponse:

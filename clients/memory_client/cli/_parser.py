@@ -241,6 +241,12 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     _scope(p)
     p.add_argument("text", help="the fact, or - to read it from standard input")
     p.add_argument("--kind", default="", help="preference|decision|goal|identity|other")
+    p.add_argument(
+        "--valid-time",
+        type=aware_datetime,
+        metavar="TIME",
+        help="true since TIME (ISO-8601 with timezone; default now)",
+    )
 
     p = add(fact_commands, "update", facts.update, "supersede a fact with new text")
     _scope(p)

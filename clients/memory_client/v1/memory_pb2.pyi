@@ -191,6 +191,9 @@ class RecalledFact(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
     STANDING_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
+    EVENT_PERIOD_FIELD_NUMBER: _builtins.int
     fact_id: _builtins.str
     text: _builtins.str
     score: _builtins.float
@@ -199,6 +202,15 @@ class RecalledFact(_message.Message):
     """A standing instruction about how to answer ("always answer in French"): recalled into
     every turn, whatever its score.
     """
+    event_period: _builtins.str
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp:
+        """When it was said (the fact's valid_from), and the date its text speaks of, if any (see
+        Fact.event_time); `rendered` shows them beside the text.
+        """
+
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -206,10 +218,13 @@ class RecalledFact(_message.Message):
         text: _builtins.str = ...,
         score: _builtins.float = ...,
         standing: _builtins.bool = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
+        event_period: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "valid_from", b"valid_from"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fact_id", b"fact_id", "score", b"score", "standing", b"standing", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_period", b"event_period", "event_time", b"event_time", "fact_id", b"fact_id", "score", b"score", "standing", b"standing", "text", b"text", "valid_from", b"valid_from"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -973,6 +988,8 @@ class Fact(_message.Message):
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     MESSAGE_ID_FIELD_NUMBER: _builtins.int
     EXTRACTOR_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
+    EVENT_PERIOD_FIELD_NUMBER: _builtins.int
     fact_id: _builtins.str
     version_id: _builtins.str
     text: _builtins.str
@@ -982,6 +999,7 @@ class Fact(_message.Message):
     """Provenance: where it was learned (empty for manual facts) and by what."""
     message_id: _builtins.str
     extractor: _builtins.str
+    event_period: _builtins.str
     @_builtins.property
     def valid_from(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -990,6 +1008,13 @@ class Fact(_message.Message):
     def recorded_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def superseded_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp:
+        """The date the text speaks of, resolved from its time expression ("yesterday", "last week",
+        "in 2022") against when it was said (valid_from); unset when the text names no time.
+        `event_period` is its grain: day, week, month or year ("" when unset).
+        """
+
     def __init__(
         self,
         *,
@@ -1004,10 +1029,12 @@ class Fact(_message.Message):
         conversation_id: _builtins.str = ...,
         message_id: _builtins.str = ...,
         extractor: _builtins.str = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
+        event_period: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["recorded_at", b"recorded_at", "superseded_at", b"superseded_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "recorded_at", b"recorded_at", "superseded_at", b"superseded_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "extractor", b"extractor", "fact_id", b"fact_id", "kind", b"kind", "message_id", b"message_id", "recorded_at", b"recorded_at", "superseded_at", b"superseded_at", "text", b"text", "valid_from", b"valid_from", "valid_to", b"valid_to", "version_id", b"version_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "event_period", b"event_period", "event_time", b"event_time", "extractor", b"extractor", "fact_id", b"fact_id", "kind", b"kind", "message_id", b"message_id", "recorded_at", b"recorded_at", "superseded_at", b"superseded_at", "text", b"text", "valid_from", b"valid_from", "valid_to", b"valid_to", "version_id", b"version_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1360,11 +1387,18 @@ class AddFactRequest(_message.Message):
     GRAPHNAME_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
+    VALID_TIME_FIELD_NUMBER: _builtins.int
     username: _builtins.str
     graphname: _builtins.str
     text: _builtins.str
     kind: _builtins.str
     """preference | decision | goal | identity | other (default other)"""
+    @_builtins.property
+    def valid_time(self) -> _timestamp_pb2.Timestamp:
+        """Optional: when the fact became true (its valid_from; an import's original time); time
+        expressions in `text` are resolved against it. Defaults to now.
+        """
+
     def __init__(
         self,
         *,
@@ -1372,10 +1406,11 @@ class AddFactRequest(_message.Message):
         graphname: _builtins.str = ...,
         text: _builtins.str = ...,
         kind: _builtins.str = ...,
+        valid_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["valid_time", b"valid_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["graphname", b"graphname", "kind", b"kind", "text", b"text", "username", b"username"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["graphname", b"graphname", "kind", b"kind", "text", b"text", "username", b"username", "valid_time", b"valid_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

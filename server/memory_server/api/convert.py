@@ -18,6 +18,7 @@ from memory_server.memory.model import (
     Feedback,
     FeedbackEntry,
     MemoryContext,
+    RecalledFact,
     Role,
     StoredMessage,
 )
@@ -118,10 +119,7 @@ def context_pb(c: MemoryContext) -> pb.MemoryContext:
         recent_tokens=c.recent_tokens,
         long_term=pb.LongTermMemory(
             tokens=c.long_term_tokens,
-            facts=[
-                pb.RecalledFact(fact_id=f.fact_id, text=f.text, score=f.score, standing=f.standing)
-                for f in c.long_term.facts
-            ],
+            facts=[recalled_pb(f) for f in c.long_term.facts],
             degraded=bool(c.long_term.degraded_reason),
             degraded_reason=c.long_term.degraded_reason,
         ),
@@ -130,6 +128,16 @@ def context_pb(c: MemoryContext) -> pb.MemoryContext:
         budget_tokens=c.budget_tokens,
         omitted_messages=c.omitted_messages,
     )
+
+
+def recalled_pb(f: RecalledFact) -> pb.RecalledFact:
+    fact = pb.RecalledFact(fact_id=f.fact_id, text=f.text, score=f.score, standing=f.standing)
+    if f.valid_from is not None:
+        fact.valid_from.CopyFrom(timestamp(f.valid_from))
+    if f.event is not None:
+        fact.event_time.CopyFrom(timestamp(f.event.at))
+        fact.event_period = f.event.period.value
+    return fact
 
 
 def fact_pb(f: FactVersion) -> pb.Fact:
@@ -148,6 +156,9 @@ def fact_pb(f: FactVersion) -> pb.Fact:
         fact.valid_to.CopyFrom(timestamp(f.valid_to))
     if f.superseded_at is not None:
         fact.superseded_at.CopyFrom(timestamp(f.superseded_at))
+    if f.event_at is not None:
+        fact.event_time.CopyFrom(timestamp(f.event_at))
+        fact.event_period = f.event_period
     return fact
 
 

@@ -321,7 +321,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def AddFact(self, call: Call[pb.AddFactRequest]) -> pb.AddFactResponse:
         text = v.short_text("text", call.content("text").strip(), MAX_FACT_CHARS)
         kind = c.fact_kind(call.request.kind) or FactKind.OTHER
-        change = await self._ltm.add_fact(call.scope, text, kind)
+        change = await self._ltm.add_fact(call.scope, text, kind, call.time("valid_time"))
         return pb.AddFactResponse(fact=await self._fact_version(call.scope, change.fact_id))
 
     @rpc

@@ -28,6 +28,34 @@ class Decision(enum.StrEnum):
     NONE = "NONE"  # already known (duplicate of `target`)
 
 
+class EventPeriod(enum.StrEnum):
+    """The grain of a resolved event time: "yesterday" is a day, "last month" a month."""
+
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+    YEAR = "year"
+
+
+@dataclass(frozen=True, slots=True)
+class EventTime:
+    """When what a fact says happened (or will), resolved from a time expression in its text
+    against the time it was said."""
+
+    at: datetime
+    period: EventPeriod
+
+    def label(self) -> str:
+        """The date at its grain: 2023-05-07, week of 2023-05-01, 2023-05, 2022."""
+        if self.period is EventPeriod.YEAR:
+            return f"{self.at:%Y}"
+        if self.period is EventPeriod.MONTH:
+            return f"{self.at:%Y-%m}"
+        if self.period is EventPeriod.WEEK:
+            return f"week of {self.at:%Y-%m-%d}"
+        return f"{self.at:%Y-%m-%d}"
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A durable statement found in a turn, before reconciliation."""
@@ -41,6 +69,11 @@ class Candidate:
     # True for a standing instruction about how to answer ("always answer in French",
     # "prefers concise bullet points"): recalled into every turn, whatever the question.
     standing: bool = False
+    # When it was said (the message's time, AddFact's valid time): the new version's
+    # valid_from, and the moment an UPDATE or DELETE changes the world. None = now.
+    said_at: datetime | None = None
+    # The date its text speaks of ("yesterday" said on 8 May 2023 is 7 May 2023), if any.
+    event: EventTime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +107,14 @@ class FactVersion:
     message_id: str = ""
     extractor: str = ""
     standing: bool = False
+    event_at: datetime | None = None
+    event_period: str = ""  # an EventPeriod value, "" when event_at is None
+
+    @property
+    def event(self) -> EventTime | None:
+        if self.event_at is None:
+            return None
+        return EventTime(self.event_at, EventPeriod(self.event_period))
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import NotFound, Unavailable
+from memory_server.memory.event_time import asked_when, said_when
 from memory_server.memory.expand import ExpandSettings, expand, seeds
 from memory_server.memory.facts import (
     AppliedChange,
@@ -35,6 +37,7 @@ from memory_server.memory.model import LongTermSection, RecalledFact
 from memory_server.memory.ports import (
     AsOf,
     Embedder,
+    EventDates,
     ExtractionInput,
     Extractor,
     FactLink,
@@ -49,6 +52,7 @@ from memory_server.memory.ports import (
 )
 from memory_server.memory.recall import ScoredFact, is_standing_instruction, rank
 from memory_server.memory.reconcile import LiveFactsChanged, revalidate, revision
+from memory_server.memory.time_intent import dated_vote
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,8 @@ class LtmSettings:
     score_threshold: float
     max_facts_per_scope: int
     expansion: ExpandSettings = ExpandSettings()
+    # The vote a dated fact gets when the question asks about time (memory.time_intent).
+    time_intent_weight: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,15 @@ class LearnInput:
     user_message_id: str
     user_text: str
     assistant_text: str
+    # When the user said it (the stored message's created_at; an import keeps the original):
+    # what is learned is valid from then, and "yesterday" in it is the day before.
+    said_at: datetime | None = None
+
+
+def recalled(version: FactVersion, score: float, *, standing: bool = False) -> RecalledFact:
+    return RecalledFact(
+        version.fact_id, version.text, score, standing, version.valid_from, version.event
+    )
 
 
 class LongTermMemory:
@@ -95,8 +110,10 @@ class LongTermMemory:
         on_change: Callable[[], None] = lambda: None,
         fallback_extractor: Extractor | None = None,
         telemetry: Telemetry | None = None,
+        events: EventDates | None = None,
     ) -> None:
         self._store = store
+        self._events = events
         self._telemetry = telemetry or NoTelemetry()
         self._fallback_extractor = fallback_extractor
         self._index = index
@@ -125,20 +142,31 @@ class LongTermMemory:
     ) -> list[ScoredFact]:
         """Hybrid search within the scope; both signals filter by `as_of` before ranking."""
         vector_task = asyncio.ensure_future(self._vector_hits(scope, query, as_of))
+        # The date the question names, if any ("in March 2023"), resolved beside the search.
+        asked_task = asyncio.ensure_future(asked_when(query, self._events))
         try:
             coverages = dict(await self._store.lexical(scope, query, _CANDIDATES_PER_SIGNAL, as_of))
         except BaseException:
-            vector_task.cancel()
-            await asyncio.gather(vector_task, return_exceptions=True)
+            for task in (vector_task, asked_task):
+                task.cancel()
+            await asyncio.gather(vector_task, asked_task, return_exceptions=True)
             raise
         cosines = await vector_task
+        asked = await asked_task
         ids = list(dict.fromkeys([*cosines, *coverages]))
         if not ids:
             return []
         # PostgreSQL is the truth: a vector whose version is not believed at `as_of` any
         # more (the index lags the outbox) is dropped here.
         versions = {v.version_id: v for v in await self._store.versions(scope, ids, as_of)}
-        ranked = rank(versions, cosines, coverages, top_k=None, threshold=threshold)
+        ranked = rank(
+            versions,
+            cosines,
+            coverages,
+            top_k=None,
+            threshold=threshold,
+            extra_vote=dated_vote(query, self._settings.time_intent_weight, asked),
+        )
         return await self._expand(scope, ranked, top_k=top_k, threshold=threshold, as_of=as_of)
 
     async def _expand(
@@ -183,15 +211,10 @@ class LongTermMemory:
         relevant = [s for s in found if s.score >= self._settings.score_threshold][:top_k]
         # Standing instructions first (they shape every answer), then what the question
         # brings up, each kind at most top_k.
-        facts = [
-            RecalledFact(v.fact_id, v.text, scores.get(v.version_id, 0.0), standing=True)
-            for v in standing
-        ]
+        facts = [recalled(v, scores.get(v.version_id, 0.0), standing=True) for v in standing]
         shown = {v.version_id for v in standing}
         facts += [
-            RecalledFact(s.version.fact_id, s.version.text, s.score)
-            for s in relevant
-            if s.version.version_id not in shown
+            recalled(s.version, s.score) for s in relevant if s.version.version_id not in shown
         ]
         try:
             await self._store.touch(scope, [f.fact_id for f in facts])
@@ -214,6 +237,7 @@ class LongTermMemory:
         if extracted is None:
             return []
         candidates, extractor_name = extracted
+        candidates = await said_when(candidates, turn.said_at, self._events)
         provenance = Provenance(turn.conversation_id, turn.user_message_id, extractor_name)
 
         async def job() -> list[AppliedChange]:
@@ -368,10 +392,14 @@ class LongTermMemory:
 
     # --- manual operations -------------------------------------------------------------------
 
-    async def add_fact(self, scope: Scope, text: str, kind: FactKind) -> AppliedChange:
-        """Adds the fact, unless a live fact has the same normalised text: then that one is
-        returned (NONE) and nothing is written, however many servers are asked at once."""
-        decisions = [ReconciledCandidate(Decision.ADD, Candidate(text, kind))]
+    async def add_fact(
+        self, scope: Scope, text: str, kind: FactKind, valid_from: datetime | None = None
+    ) -> AppliedChange:
+        """Adds the fact, valid from `valid_from` (now when None), unless a live fact has the
+        same normalised text: then that one is returned (NONE) and nothing is written, however
+        many servers are asked at once."""
+        [candidate] = await said_when([Candidate(text, kind)], valid_from, self._events)
+        decisions = [ReconciledCandidate(Decision.ADD, candidate)]
         [applied] = await self._executor.run(
             scope,
             lambda: self._apply(

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
 
+from memory_server.memory.facts import EventTime
+
 T = TypeVar("T")
 
 
@@ -115,6 +117,8 @@ class RecalledFact:
     text: str
     score: float
     standing: bool = False  # a standing instruction, recalled whatever the question
+    valid_from: datetime | None = None  # when it was said
+    event: EventTime | None = None  # the date its text speaks of
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from typing import Protocol, TypeVar
 from memory_server.memory.facts import (
     AppliedChange,
     Candidate,
+    EventTime,
     FactVersion,
     HistoryEvent,
     LiveFact,
@@ -233,6 +234,16 @@ class Extractor(Protocol):
     def name(self) -> str: ...
 
     async def extract(self, turn: ExtractionInput) -> list[Candidate]: ...
+
+
+class EventDates(Protocol):
+    """Resolves the time expression of a fact's text ("yesterday", "last week", "in 2022")
+    against the time it was said. Synchronous and CPU-bound: callers run it off the loop,
+    and only for texts where `needs_resolving` (cheap) is true."""
+
+    def needs_resolving(self, text: str) -> bool: ...
+
+    def resolve(self, text: str, said_at: datetime) -> EventTime | None: ...
 
 
 class Reconciler(Protocol):

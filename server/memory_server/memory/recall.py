@@ -23,7 +23,7 @@ more pass, and about as many unrelated ones (bench/locomo_recall.py, bench/READM
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from memory_server.memory.fact_shape import normalise, shape_of
@@ -79,14 +79,18 @@ def rank(
     *,
     top_k: int | None,
     threshold: float,
+    extra_vote: Callable[[FactVersion], float] | None = None,
 ) -> list[ScoredFact]:
     """Scores every version found by either signal; best first, at least `threshold`, at most
-    `top_k` (None: all). Ties go to the more recently recorded version."""
+    `top_k` (None: all). Ties go to the more recently recorded version. `extra_vote`
+    (memory.time_intent) adds one more vote to the OR per version."""
     scored = []
     for version_id, version in versions.items():
         vector = max(0.0, cosines.get(version_id, 0.0))
         lexical = lexical_evidence(coverages.get(version_id, 0.0))
         score = fuse(vector, lexical)
+        if extra_vote is not None:
+            score = fuse(score, extra_vote(version))
         if score >= threshold:
             scored.append(ScoredFact(version, score, vector, lexical))
     scored.sort(key=lambda s: (s.score, s.version.recorded_at), reverse=True)

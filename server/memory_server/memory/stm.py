@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC
 
 from memory_server.memory.model import (
     LongTermSection,
     MemoryContext,
+    RecalledFact,
     Role,
     StoredMessage,
     Summary,
@@ -47,10 +49,24 @@ def summary_unit(content: str) -> str:
     return f"{SUMMARY_HEADING}{content}\n\n"
 
 
+def fact_line(fact: RecalledFact) -> str:
+    """One recalled fact with its dates (UTC), so that a "when" question can be answered from
+    memory alone: when it was stated, and the date its text refers to ("yesterday" stated on
+    2023-05-08 refers to 2023-05-07)."""
+    dates = []
+    if fact.valid_from is not None:
+        said = fact.valid_from  # naive only for PostgreSQL's -infinity (0001-01-01)
+        said = said.astimezone(UTC) if said.tzinfo else said.replace(tzinfo=UTC)
+        dates.append(f"stated {said:%Y-%m-%d}")
+    if fact.event is not None:
+        dates.append(f"refers to {fact.event.label()}")
+    return f"- {fact.text} ({'; '.join(dates)})\n" if dates else f"- {fact.text}\n"
+
+
 def facts_unit(long_term: LongTermSection) -> str:
     if not long_term.facts:
         return ""
-    return FACTS_HEADING + "".join(f"- {f.text}\n" for f in long_term.facts) + "\n"
+    return FACTS_HEADING + "".join(fact_line(f) for f in long_term.facts) + "\n"
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,7 +234,12 @@ class ConversationMemory:
             if question is None:
                 return None
             return LearnInput(
-                scope, conversation_id, question.message_id, question.content, reply.content
+                scope,
+                conversation_id,
+                question.message_id,
+                question.content,
+                reply.content,
+                said_at=question.created_at,
             )
 
         if not self._inline_after_reply:

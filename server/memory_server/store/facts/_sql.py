@@ -21,7 +21,8 @@ BELIEVED = """v.recorded_at <= COALESCE({t}, now())
 LIVE = "v.superseded_at IS NULL AND v.valid_to IS NULL"
 
 VERSION_COLUMNS = """v.id AS version_id, v.fact_id, v.text, v.kind, v.valid_from, v.valid_to,
-    v.recorded_at, v.superseded_at, v.conversation_id, v.message_id, v.extractor, v.standing"""
+    v.recorded_at, v.superseded_at, v.conversation_id, v.message_id, v.extractor, v.standing,
+    v.event_at, v.event_period"""
 
 SCOPE_ID = "(SELECT id FROM scopes WHERE username = $1 AND graphname = $2)"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 import asyncpg
 
@@ -48,13 +49,16 @@ class FactWriter:
         )
 
     async def _insert_version(self, fact_id: str, candidate: Candidate) -> str:
-        """A new live version, valid and recorded from now."""
+        """A new live version, recorded from now and valid from when it was said (the
+        candidate's `said_at`; now when it has none), with the date its text speaks of."""
         version_id = str(uuid.uuid4())
+        event = candidate.event
         await self._conn.execute(
             """INSERT INTO fact_versions (id, fact_id, scope_id, text, kind, valid_from,
                                           recorded_at, conversation_id, message_id, extractor,
-                                          standing)
-               VALUES ($1, $2, $3, $4, $5, now(), now(), $6, $7, $8, $9)""",
+                                          standing, event_at, event_period)
+               VALUES ($1, $2, $3, $4, $5, COALESCE($10::timestamptz, now()), now(), $6, $7,
+                       $8, $9, $11, $12)""",
             uuid.UUID(version_id),
             uuid.UUID(fact_id),
             self._scope_id,
@@ -64,6 +68,9 @@ class FactWriter:
             self._p.message_id,
             self._p.extractor,
             candidate.standing,
+            candidate.said_at,
+            event.at if event else None,
+            event.period.value if event else "",
         )
         return version_id
 
@@ -72,7 +79,7 @@ class FactWriter:
             f"""UPDATE fact_versions v SET superseded_at = now()
                 WHERE v.fact_id = $1 AND v.scope_id = $2 AND {LIVE}
                 RETURNING v.id, v.text, v.kind, v.valid_from, v.conversation_id,
-                          v.message_id, v.extractor, v.standing""",
+                          v.message_id, v.extractor, v.standing, v.event_at, v.event_period""",
             fact_uuid("fact_id", fact_id),
             self._scope_id,
         )
@@ -93,14 +100,18 @@ class FactWriter:
         await self._outbox([version_id])
         return fact_id, version_id
 
-    async def _insert_ended_copy(self, fact_id: str, closed: asyncpg.Record) -> str:
-        """Records, as of now, that the closed version was true until now (valid_to)."""
+    async def _insert_ended_copy(
+        self, fact_id: str, closed: asyncpg.Record, until: datetime | None
+    ) -> str:
+        """Records, as of now, that the closed version was true until `until` (when the
+        change was said; now when None), never before it became true."""
         version_id = str(uuid.uuid4())
         await self._conn.execute(
             """INSERT INTO fact_versions (id, fact_id, scope_id, text, kind, valid_from,
                                           valid_to, recorded_at, conversation_id, message_id,
-                                          extractor, standing)
-               VALUES ($1, $2, $3, $4, $5, $6, now(), now(), $7, $8, $9, $10)""",
+                                          extractor, standing, event_at, event_period)
+               VALUES ($1, $2, $3, $4, $5, $6, GREATEST($6, COALESCE($11::timestamptz, now())),
+                       now(), $7, $8, $9, $10, $12, $13)""",
             uuid.UUID(version_id),
             uuid.UUID(fact_id),
             self._scope_id,
@@ -111,12 +122,15 @@ class FactWriter:
             closed["message_id"],
             closed["extractor"],
             closed["standing"],
+            until,
+            closed["event_at"],
+            closed["event_period"],
         )
         return version_id
 
     async def update(self, fact_id: str, candidate: Candidate) -> str:
         closed = await self._close_live(fact_id)
-        ended_copy = await self._insert_ended_copy(fact_id, closed)
+        ended_copy = await self._insert_ended_copy(fact_id, closed, candidate.said_at)
         version_id = await self._insert_version(fact_id, candidate)
         await self._conn.execute(
             "UPDATE facts SET kind = $2, last_seen_at = now() WHERE id = $1",
@@ -127,11 +141,15 @@ class FactWriter:
         await self._outbox([str(closed["id"]), ended_copy, version_id])
         return version_id
 
-    async def delete(self, fact_id: str, *, ended: bool, event: str) -> None:
+    async def delete(
+        self, fact_id: str, *, ended: bool, event: str, at: datetime | None = None
+    ) -> None:
+        """Closes the live version; when `ended`, records that it was true until `at` (when
+        that was said; now when None)."""
         closed = await self._close_live(fact_id)
         changed = [str(closed["id"])]
         if ended:
-            changed.append(await self._insert_ended_copy(fact_id, closed))
+            changed.append(await self._insert_ended_copy(fact_id, closed, at))
         await self._history(fact_id, str(closed["id"]), event, "ended" if ended else "retracted")
         await self._outbox(changed)
 

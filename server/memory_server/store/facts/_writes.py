@@ -62,7 +62,10 @@ class FactWrites:
                     applied.append(AppliedChange(Decision.UPDATE, item.target_fact_id, version_id))
                 elif item.decision is Decision.DELETE:
                     await w.delete(
-                        item.target_fact_id, ended=ended or candidate.change, event="DELETE"
+                        item.target_fact_id,
+                        ended=ended or candidate.change,
+                        event="DELETE",
+                        at=candidate.said_at,
                     )
                     applied.append(AppliedChange(Decision.DELETE, item.target_fact_id, ""))
                 else:  # NONE: already known (or, without a target, nothing to retract)

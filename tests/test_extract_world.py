@@ -118,7 +118,7 @@ WORLD: list[tuple[str, str, list[Candidate]]] = [
         "I've been playing basketball ever since I was a kid.",
         [fact("Has been playing basketball ever since they were a kid", OT)],
     ),
-    ("events", "Got a new puppy last week!", [fact("Got a new puppy last week", OT)]),  # missed
+    ("events", "Got a new puppy last week!", [fact("Got a new puppy last week", OT)]),
     (
         "pastimes",
         "My main hobbies are playing video games and watching movies.",
@@ -166,9 +166,71 @@ WORLD: list[tuple[str, str, list[Candidate]]] = [
     ("negative", "I met him yesterday.", []),
     ("negative", "My sister's hobby is knitting.", []),
     ("negative", "I'm going to Rome today.", []),
+    # undated experiences, what the speaker cares about, plans (issue 16, learning path)
+    ("events", "I went to a support group.", [fact("Went to a support group", OT)]),
+    (
+        "events",
+        "We celebrated my daughter's birthday with a concert.",
+        [fact("Celebrated their daughter's birthday with a concert", OT)],
+    ),
+    (
+        "events",
+        "I've been painting landscapes lately.",
+        [fact("Has been painting landscapes lately", OT)],
+    ),
+    ("events", "Just finished a marathon!", [fact("Finished a marathon", OT)]),
+    (
+        "events",
+        "Been rehearsing hard for the show.",
+        [fact("Has been rehearsing hard for the show", OT)],
+    ),
+    (
+        "pastimes",
+        "I'm passionate about helping veterans.",
+        [fact("Is passionate about helping veterans", P)],
+    ),
+    ("pastimes", "I believe in second chances.", [fact("Believes in second chances", P)]),
+    ("pastimes", "I find peace in gardening.", [fact("Finds peace in gardening", P)]),
+    ("pastimes", "I'm really into pottery.", [fact("Is into pottery", P)]),
+    (
+        "plans",
+        "I'm gonna keep training for the championship.",
+        [fact("Is going to keep training for the championship", G)],
+    ),
+    ("plans", "I want to open a dance studio.", [fact("Wants to open a dance studio", G)]),
+    (
+        "plans",
+        "I'm determined to finish my novel.",
+        [fact("Is determined to finish their novel", G)],
+    ),
+    ("negative", "I added a new column.", []),
+    ("negative", "I made a mistake.", []),
+    ("negative", "I saw your post.", []),
+    ("negative", "I finished reading your answer.", []),
+    ("negative", "I'm grateful for your help.", []),
+    ("negative", "I'm so thankful for you.", []),
+    ("negative", "I believe in us!", []),
+    ("negative", "I believe it will work.", []),
+    ("negative", "I think I'm into pottery.", []),
+    ("negative", "I'm going to keep it up.", []),
+    ("negative", "I'm excited to see it.", []),
+    ("negative", "I'm excited to try your suggestion.", []),
+    ("negative", "I'm going to check the logs.", []),
+    ("negative", "I'm going to need more time.", []),
+    ("negative", "I want to find out more about accumulators.", []),
+    ("negative", "Been thinking about it.", []),
+    ("negative", "I had a great time.", []),
+    ("negative", "I got your message.", []),
+    ("negative", "My sister went to a support group.", []),
+    ("negative", "He's passionate about dance.", []),
+    ("negative", "I installed pandas and it worked.", []),
+    ("negative", "I watched the tutorial video.", []),
+    ("negative", "Made my day!", []),
+    ("negative", "If I went to Rome, I would love it.", []),
+    ("negative", "Did you go to the party?", []),
 ]
 # The rows above that the rules are known to miss (no first person at the clause's start).
-KNOWN_MISSES = {"Priya is my manager.", "Got a new puppy last week!"}
+KNOWN_MISSES = {"Priya is my manager."}
 
 
 def _scores() -> dict[str, tuple[int, int, int]]:

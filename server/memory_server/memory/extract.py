@@ -98,7 +98,15 @@ from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
 from memory_server.memory.restated import Recalled, unique
 from memory_server.memory.words import third_singular
-from memory_server.memory.world_rules import DATED_RE, TECHNICAL_RE, front_date, person_fact
+from memory_server.memory.world_rules import (
+    DATED_RE,
+    SECOND_PERSON_RE,
+    TECHNICAL_RE,
+    elided_subject,
+    front_date,
+    person_fact,
+    undated_event,
+)
 
 NAME = "rules-v1"
 
@@ -131,7 +139,7 @@ class RuleExtractor:
                 or EPHEMERAL_RE.search(sentence)
             )
             reported = bool(REPORTED_RE.search(SELF_REPORT_RE.sub("", sentence)))
-            sentence, when = front_date(strip_fillers(sentence))
+            sentence, when = front_date(elided_subject(strip_fillers(sentence)))
             speaker = True  # whether the clause before is the user's (or an instruction)
             for i, part in enumerate(CLAUSE_RE.split(sentence.rstrip("?!. "))):
                 clause = strip_fillers(part if i or not when else f"{part} {when}")
@@ -174,10 +182,14 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
         obj = clean(TAIL_RE.sub("", m["obj"]))
         if "undated" in mode:  # "Works at Stripe", not "Works at Stripe last month"
             obj = clean(DATED_RE.sub("", obj))
-        elif "dated" in mode and not (m["soon"] or DATED_RE.search(obj)):
-            continue  # a past event is kept only with its date ("I ran a marathon last Sunday")
+        elif "dated" in mode and not (
+            m["soon"] or DATED_RE.search(obj) or undated_event(m["v"], obj)
+        ):
+            continue  # "I added a column" needs its date to be an event; "I went to Rome" not
         if ("dated" in mode or "nontech" in mode) and TECHNICAL_RE.search(obj):
             return []
+        if "self" in mode and SECOND_PERSON_RE.search(obj):
+            return []  # "I'm grateful for your help" is about the other one, and the moment
         if (
             (not obj and "bare" not in mode)
             or len(obj.split()) > (4 if mode == "name" else 16)

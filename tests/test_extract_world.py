@@ -226,6 +226,8 @@ WORLD: list[tuple[str, str, list[Candidate]]] = [
     ("negative", "I installed pandas and it worked.", []),
     ("negative", "I watched the tutorial video.", []),
     ("negative", "Made my day!", []),
+    ("negative", "Just finished something!", []),
+    ("negative", "I'm excited to go because it'll be fun.", []),
     ("negative", "If I went to Rome, I would love it.", []),
     ("negative", "Did you go to the party?", []),
 ]

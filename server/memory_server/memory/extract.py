@@ -102,6 +102,7 @@ from memory_server.memory.world_rules import (
     DATED_RE,
     SECOND_PERSON_RE,
     TECHNICAL_RE,
+    VAGUE_RE,
     elided_subject,
     front_date,
     person_fact,
@@ -188,8 +189,10 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
             continue  # "I added a column" needs its date to be an event; "I went to Rome" not
         if ("dated" in mode or "nontech" in mode) and TECHNICAL_RE.search(obj):
             return []
-        if "self" in mode and SECOND_PERSON_RE.search(obj):
+        if "self" in mode and (SECOND_PERSON_RE.search(obj) or VAGUE_RE.match(obj)):
             return []  # "I'm grateful for your help" is about the other one, and the moment
+        if "two" in mode and len(obj.split()) < 2:
+            return []  # "I'm excited to go" says nothing of where
         if (
             (not obj and "bare" not in mode)
             or len(obj.split()) > (4 if mode == "name" else 16)

@@ -81,6 +81,7 @@ UNDATED_NOT_EVENTS = words(
     tackled faced stumbled reached responded chatted received reviewed attached linked posted
     sent emailed replied forwarded scheduled booked cancelled canceled ordered tried pinged"""
 )
+VAGUE_RE = re.compile(r"^(?:something|anything|everything|stuff|things)$", re.IGNORECASE)
 SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|rself|'re|'ve|'ll)?\b", re.IGNORECASE)
 _MOMENT_OBJECT_RE = re.compile(
     r"\b(?:you(?:r|rs|rself|'re|'ve|'ll)?|mistake|typo|error|bug|fix|change|point|note|question|answer|"
@@ -208,9 +209,9 @@ WORLD_FIRST: list[WorldRule] = [
           r"inspiration|happiness|purpose|meaning) in (?P<obj>.+)$", "Finds {a} in {obj}", _P,
           "strict self"),
     _rule(rf"^I'm {_VERY}(?P<a>determined|excited|eager|motivated|looking forward) to "
-          r"(?P<obj>\S+ \S+.*)$", "Is {a} to {obj}", _G, "nontech strict self"),
+          r"(?P<obj>\S+ \S+.*)$", "Is {a} to {obj}", _G, "nontech strict self two"),
     _rule(rf"^(?:I'm|we're) (?:also |still |really )?going to (?!(?:{_NOT_NEXT})\b)"
-          r"(?P<obj>[a-z]+ \S+.*)$", "Is going to {obj}", _G, "nontech strict self"),
+          r"(?P<obj>[a-z]+ \S+.*)$", "Is going to {obj}", _G, "nontech strict self two"),
     _rule(rf"^I (?:really |also |still )*(?P<v>want|hope|plan|intend|aim|dream) to "
           rf"(?P<a>{_WISH_VERBS})\b(?P<obj>.*)$", "{v}s to {a} {obj}", _G,
           "nontech strict self bare"),

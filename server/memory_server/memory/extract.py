@@ -38,10 +38,11 @@ favourite/preferred/default anything) and for the user's people ("my manager/sis
 The user's world (people, work, places, possessions, health and constraints, plans, dated
 events: "I report to Ann", "I moved to Lisbon", "I have a dog named Max", "I'm allergic to
 peanuts", "we're going to Rome in May", "I ran a marathon last Sunday") is read by the forms in
-memory/world_rules.py, tried before the ones above. A past event needs its date ("last Sunday",
-"two years ago", "just", or a sentence that opens with it: "Last week, I joined a gym") unless
-it is a notable one (won, joined, adopted, bought, visited, met, "got a new job"...), and one
-about the moment's work ("I ran the loader job yesterday") is not kept.
+memory/world_rules.py, tried before the ones above, with what the speaker cares about ("I'm
+passionate about X", "I believe in X") and their plans ("I'm gonna keep training"). A past
+event is kept with or without its date ("I went to a support group") unless it names the
+moment's work or talk ("I added a new column", "I made a mistake", "I saw your post"; those
+need a date, and one about the moment's work, "I ran the loader job yesterday", never counts).
 
 Retractions ("forget that I like jazz", "I don't like jazz anymore", "I no longer work at Acme",
 "I'm not a student anymore", "forget my timezone", "ignore what I said about coffee", "that's not

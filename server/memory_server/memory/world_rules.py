@@ -17,6 +17,16 @@ are, so "my sister likes jazz" or "he moved to Rome" match nothing.
       a sentence that opens with it), a life event (graduated, got married, retired, had a baby)
       or a notable one (won, joined, adopted, bought, visited, met, "got a new job|puppy")
       → Ran a marathon last Sunday / Graduated from MIT / Won a regional tournament
+      Without a date too, unless the verb is the moment's work or talk (added, installed, saved,
+      got, did, tried ...: `UNDATED_NOT_EVENTS`), the object is one word or points at the talk
+      (you, a mistake, the advice): "I went to a support group" → Went to a support group
+    I'm passionate about|grateful for|really into|drawn to X / I believe in X / I find peace|
+      joy|comfort in X → Is passionate about X / Believes in X / Finds peace in X (preference)
+    I'm determined|excited|looking forward to X / I'm going to|gonna X (not the next step:
+      run, check, ask...) / I want|hope|plan to help|open|visit|adopt|... X → Is going to X (goal)
+    A sentence without its "I" ("Been rehearsing hard", "Just finished a marathon") gets it
+      back first (`elided_subject`).
+    None of these of "you" (the one spoken to: "I'm grateful for your help") or of "something".
     I'm|we're taking|volunteering|training for|writing|... X / I've been <doing> X
       → Is taking a pottery class / Has been playing basketball for a year
     (none of them about the moment's work: "I ran the loader job yesterday", "I have a graph")

@@ -199,8 +199,9 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
             or len(obj.split()) > (4 if mode == "name" else 16)
             or (mode == "name" and not obj[0].isupper())
             or DEICTIC_START_RE.match(obj)
-            or POINTING_RE.search(obj)
-            or ("strict" in mode and DEICTIC_RE.search(obj))
+            # "this month" is a date, not a pointer: "Lost their job at Door Dash this month"
+            or (POINTING_RE.search(obj) and POINTING_RE.search(DATED_RE.sub("", obj).strip()))
+            or ("strict" in mode and DEICTIC_RE.search(DATED_RE.sub("", obj)))
         ):
             return []
         parts = {k: v.lower() for k, v in m.groupdict("").items()}

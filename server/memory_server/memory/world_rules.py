@@ -91,7 +91,10 @@ UNDATED_NOT_EVENTS = words(
     tackled faced stumbled reached responded chatted received reviewed attached linked posted
     sent emailed replied forwarded scheduled booked cancelled canceled ordered tried pinged"""
 )
-VAGUE_RE = re.compile(r"^(?:something|anything|everything|stuff|things)$", re.IGNORECASE)
+VAGUE_RE = re.compile(
+    r"^(?:something|anything|everything|stuff|things|(?:a )?(?:few|couple|lot|bit)|some|one|more)$",
+    re.IGNORECASE,
+)
 SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|rself|'re|'ve|'ll)?\b", re.IGNORECASE)
 _MOMENT_OBJECT_RE = re.compile(
     r"\b(?:you(?:r|rs|rself|'re|'ve|'ll)?|mistake|typo|error|bug|fix|change|point|note|question|answer|"
@@ -121,7 +124,9 @@ _LIFE_EVENTS = (
 # Events worth a fact even without their date ("I won a regional tournament").
 _NOTABLE = (
     r"won|adopted|joined|signed up for|volunteered (?:at|for|with)|launched|published|opened|"
-    r"completed|finished|visited|met|bought|sold|organi[sz]ed|hosted|founded|started"
+    r"completed|finished|visited|met|bought|sold|organi[sz]ed|hosted|founded|started|"
+    r"got (?:noticed|accepted|selected|invited|nominated|featured|published|drafted|recogni[sz]ed|"
+    r"awarded|certified|elected)"
 )
 _GOT_THINGS = (
     r"got (?:a|an|my|our) (?:new |first |big )?(?:\w+ )?(?:job|promotion|endorsement|award|"
@@ -171,7 +176,7 @@ _DOING = (
     r"taking|volunteering(?: at)?|training(?: for)?|writing|reading|saving(?: up)? for|"
     r"organi[sz]ing|teaching|coaching|running for|starting|dating|renovating|attending|raising|"
     r"fostering|practicing|practising|painting|playing|making|collecting|mentoring|researching|"
-    r"taking care of|looking after|doing"
+    r"taking care of|looking after|doing|planning(?! to\b)|putting together|hosting|throwing"
 )
 _NOT_DOING = (
     r"thinking|wondering|meaning|waiting|hoping|wanting|feeling|getting|having|struggling|trying|"
@@ -213,6 +218,11 @@ WORLD_FIRST: list[WorldRule] = [
           + _NOT_PRONOUN + r"(?P<obj>.+)$", "Is {a} {obj}", _P, "strict self"),
     _rule(rf"^I've {_VERY}been {_VERY}(?P<a>into|obsessed with|passionate about) (?P<obj>.+)$",
           "Has been {a} {obj}", _P, "strict self"),
+    _rule(r"^we (?:really |truly |also |just |both |all )*(?P<v>love|enjoy) " + _NOT_PRONOUN
+          + r"(?P<obj>.+)$", "{v}s {obj}", _P, "strict self"),
+    _rule(r"^I(?: have|'ve| also)? (?:always |also |really )*(?:had|have|got) a (?:real |deep |"
+          r"huge |big |special )?(?P<a>love|passion|soft spot) for (?P<obj>.+)$",
+          "Has a {a} for {obj}", _P, "strict self"),
     _rule(r"^I (?:really |truly |firmly |strongly |also )*believe in " + _NOT_PRONOUN
           + r"(?P<obj>.+)$", "Believes in {obj}", _P, "strict self"),
     _rule(r"^I (?:really |always |also )*find (?P<a>comfort|peace|joy|strength|solace|"
@@ -257,7 +267,7 @@ WORLD_FIRST: list[WorldRule] = [
     _rule(_ME_EVENT + rf"(?P<v>{_GOT_THINGS})\b(?P<obj>.*)$", "{v} {obj}", _O, "nontech bare"),
     _rule(_ME_EVENT + rf"(?P<v>{_NOTABLE}) (?P<obj>.+)$", "{v} {obj}", _O, "nontech self"),
     _rule(rf"^(?:I'm|we're) {_SOON}(?P<a>{_DOING}) {_NOT_HOW}(?P<obj>.+)$", "Is {a} {obj}", _O,
-          "nontech"),
+          "nontech self"),
     _rule(rf"^(?:I've|we've) (?:been|started) (?!(?:{_NOT_DOING})\b)(?P<v>[a-z]+ing) {_NOT_HOW}"
           r"(?P<obj>.+)$", "Has been {v} {obj}", _O, "nontech"),
 ]  # fmt: skip

@@ -170,7 +170,9 @@ _PLAN_VERBS = (
 )
 _ME = r"^(?:I|we) " + _SOON
 # "just", "recently", "finally" date an event as well as "last Sunday" does.
-_ME_EVENT = r"^(?:I|we) (?:also |actually )?(?P<soon>(?:just|recently|finally|lately) )?"
+_ME_EVENT = (
+    r"^(?:I|we)(?:'ve| have)? (?:also |actually )?(?P<soon>(?:just|recently|finally|lately) )?"
+)
 _ME_EVENT += r"(?:also )?"
 _DOING = (
     r"taking|volunteering(?: at)?|training(?: for)?|writing|reading|saving(?: up)? for|"

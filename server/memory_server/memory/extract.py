@@ -38,10 +38,11 @@ favourite/preferred/default anything) and for the user's people ("my manager/sis
 The user's world (people, work, places, possessions, health and constraints, plans, dated
 events: "I report to Ann", "I moved to Lisbon", "I have a dog named Max", "I'm allergic to
 peanuts", "we're going to Rome in May", "I ran a marathon last Sunday") is read by the forms in
-memory/world_rules.py, tried before the ones above. A past event needs its date ("last Sunday",
-"two years ago", "just", or a sentence that opens with it: "Last week, I joined a gym") unless
-it is a notable one (won, joined, adopted, bought, visited, met, "got a new job"...), and one
-about the moment's work ("I ran the loader job yesterday") is not kept.
+memory/world_rules.py, tried before the ones above, with what the speaker cares about ("I'm
+passionate about X", "I believe in X") and their plans ("I'm gonna keep training"). A past
+event is kept with or without its date ("I went to a support group") unless it names the
+moment's work or talk ("I added a new column", "I made a mistake", "I saw your post"; those
+need a date, and one about the moment's work, "I ran the loader job yesterday", never counts).
 
 Retractions ("forget that I like jazz", "I don't like jazz anymore", "I no longer work at Acme",
 "I'm not a student anymore", "forget my timezone", "ignore what I said about coffee", "that's not
@@ -98,7 +99,16 @@ from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
 from memory_server.memory.restated import Recalled, unique
 from memory_server.memory.words import third_singular
-from memory_server.memory.world_rules import DATED_RE, TECHNICAL_RE, front_date, person_fact
+from memory_server.memory.world_rules import (
+    DATED_RE,
+    SECOND_PERSON_RE,
+    TECHNICAL_RE,
+    VAGUE_RE,
+    elided_subject,
+    front_date,
+    person_fact,
+    undated_event,
+)
 
 NAME = "rules-v1"
 
@@ -131,7 +141,7 @@ class RuleExtractor:
                 or EPHEMERAL_RE.search(sentence)
             )
             reported = bool(REPORTED_RE.search(SELF_REPORT_RE.sub("", sentence)))
-            sentence, when = front_date(strip_fillers(sentence))
+            sentence, when = front_date(elided_subject(strip_fillers(sentence)))
             speaker = True  # whether the clause before is the user's (or an instruction)
             for i, part in enumerate(CLAUSE_RE.split(sentence.rstrip("?!. "))):
                 clause = strip_fillers(part if i or not when else f"{part} {when}")
@@ -174,17 +184,24 @@ def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:
         obj = clean(TAIL_RE.sub("", m["obj"]))
         if "undated" in mode:  # "Works at Stripe", not "Works at Stripe last month"
             obj = clean(DATED_RE.sub("", obj))
-        elif "dated" in mode and not (m["soon"] or DATED_RE.search(obj)):
-            continue  # a past event is kept only with its date ("I ran a marathon last Sunday")
+        elif "dated" in mode and not (
+            m["soon"] or DATED_RE.search(obj) or undated_event(m["v"], obj)
+        ):
+            continue  # "I added a column" needs its date to be an event; "I went to Rome" not
         if ("dated" in mode or "nontech" in mode) and TECHNICAL_RE.search(obj):
             return []
+        if "self" in mode and (SECOND_PERSON_RE.search(obj) or VAGUE_RE.match(obj)):
+            return []  # "I'm grateful for your help" is about the other one, and the moment
+        if "two" in mode and len(obj.split()) < 2:
+            return []  # "I'm excited to go" says nothing of where
         if (
             (not obj and "bare" not in mode)
             or len(obj.split()) > (4 if mode == "name" else 16)
             or (mode == "name" and not obj[0].isupper())
             or DEICTIC_START_RE.match(obj)
-            or POINTING_RE.search(obj)
-            or ("strict" in mode and DEICTIC_RE.search(obj))
+            # "this month" is a date, not a pointer: "Lost their job at Door Dash this month"
+            or (POINTING_RE.search(obj) and POINTING_RE.search(DATED_RE.sub("", obj).strip()))
+            or ("strict" in mode and DEICTIC_RE.search(DATED_RE.sub("", obj)))
         ):
             return []
         parts = {k: v.lower() for k, v in m.groupdict("").items()}

@@ -60,6 +60,8 @@ _CANON = [
     (_rx(r"\blet us\b"), "let's"),
     (_rx(r"\bany (more|longer)\b"), r"any\1"),
     (_rx(r"\bI'd like you to\b"), "I want you to"),
+    (_rx(r"\bgonna\b"), "going to"),
+    (_rx(r"\bwanna\b"), "want to"),
 ]
 _FILLER_RE = _rx(
     r"^(?:ok(?:ay)?|great|cool|thanks|thank you|sure|yes|yeah|yep|no|nope|well|so|and|but|oh|"
@@ -82,14 +84,17 @@ POLITE_RE = _rx(
 HEDGE_RE = _rx(
     r"\b(?:if|suppose|supposing|imagine|assuming|hypothetically|maybe|perhaps|probably|possibly|"
     r"might|could|would|should|wonder|unless|whether|used to|what if|let's say|not sure|I'd|"
-    r"I (?:think|guess|believe|suppose|feel like))\b"
+    r"I (?:think|guess|believe(?! in\b)|suppose|feel like))\b"
 )
 EPHEMERAL_RE = _rx(
     r"\b(?:for now|for the moment|right now|today|tonight|this time|temporarily|for this "
     r"(?:one|query|question|answer|chat|conversation|session)|in this (?:chat|conversation|"
     r"session|answer|reply|response))\b"
 )
-SELF_REPORT_RE = _rx(r"\b(?:as|like) I (?:said|mentioned)|\bI (?:already )?(?:said|told you)")
+SELF_REPORT_RE = _rx(
+    r"\b(?:as|like) I (?:said|mentioned)|\bI (?:already )?(?:said|told you)|"
+    r"\bI (?:really |truly |firmly |strongly |also )*believe in\b"
+)
 REPORTED_RE = _rx(
     r"\b(?:said|says|saying|told|tells|thinks?|thought|claims?|claimed|wrote|writes|asked|asks|"
     r"believes?|according to|mentioned|heard)\b"

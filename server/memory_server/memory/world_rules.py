@@ -17,6 +17,16 @@ are, so "my sister likes jazz" or "he moved to Rome" match nothing.
       a sentence that opens with it), a life event (graduated, got married, retired, had a baby)
       or a notable one (won, joined, adopted, bought, visited, met, "got a new job|puppy")
       → Ran a marathon last Sunday / Graduated from MIT / Won a regional tournament
+      Without a date too, unless the verb is the moment's work or talk (added, installed, saved,
+      got, did, tried ...: `UNDATED_NOT_EVENTS`), the object is one word or points at the talk
+      (you, a mistake, the advice): "I went to a support group" → Went to a support group
+    I'm passionate about|grateful for|really into|drawn to X / I believe in X / I find peace|
+      joy|comfort in X → Is passionate about X / Believes in X / Finds peace in X (preference)
+    I'm determined|excited|looking forward to X / I'm going to|gonna X (not the next step:
+      run, check, ask...) / I want|hope|plan to help|open|visit|adopt|... X → Is going to X (goal)
+    A sentence without its "I" ("Been rehearsing hard", "Just finished a marathon") gets it
+      back first (`elided_subject`).
+    None of these of "you" (the one spoken to: "I'm grateful for your help") or of "something".
     I'm|we're taking|volunteering|training for|writing|... X / I've been <doing> X
       → Is taking a pottery class / Has been playing basketball for a year
     (none of them about the moment's work: "I ran the loader job yesterday", "I have a graph")
@@ -68,8 +78,43 @@ _NOT_EVENTS = (
     r"decided|settled|opted|committed|switched|moved|migrated|picked|said|told|thought|felt|"
     r"believed|heard|wrote|realized|realised|figured|learned|learnt|forgot|missed|expected|"
     r"meant|supposed|liked|loved|hated|preferred|enjoyed|talked|called|messaged|texted|replied|"
-    r"answered|explained|showed|fixed|ran into|checked|got to|had to|seemed|looked|managed to"
+    r"answered|explained|showed|fixed|ran into|checked|got to|had to|seemed|looked|managed to|"
+    r"need|feed|bleed|indeed|proceed|succeed|exceed|ended up|made sure"
 )
+# Past forms that name the moment's work or talk, kept only with a date: "I added a column",
+# "I made a mistake", "I saved some" say nothing lasting about the speaker.
+UNDATED_NOT_EVENTS = words(
+    """added installed updated deployed pushed merged restarted created deleted removed
+    configured upgraded downloaded uploaded copied pasted renamed refactored compiled imported
+    exported loaded printed ran tested reset cleared clicked typed entered saved edited reran
+    rebuilt cloned forked submitted recommended pulled reassured did got ended passed powered
+    tackled faced stumbled reached responded chatted received reviewed attached linked posted
+    sent emailed replied forwarded scheduled booked cancelled canceled ordered tried pinged"""
+)
+VAGUE_RE = re.compile(
+    r"^(?:something|anything|everything|stuff|things|(?:a )?(?:few|couple|lot|bit)|some|one|more)$",
+    re.IGNORECASE,
+)
+SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|rself|'re|'ve|'ll)?\b", re.IGNORECASE)
+_MOMENT_OBJECT_RE = re.compile(
+    r"\b(?:you(?:r|rs|rself|'re|'ve|'ll)?|mistake|typo|error|bug|fix|change|point|note|question|answer|"
+    r"reply|message|comment|suggestion|advice|idea|sense|time|way|lot|bit)\b",
+    re.IGNORECASE,
+)
+
+
+def undated_event(verb: str, obj: str) -> bool:
+    """Whether a past event without its date is still worth a fact: a first-person experience
+    or activity ("Went to a support group", "Painted a lake sunrise"), not the moment's work
+    or talk ("Added a column", "Made a mistake", "Saw the assistant's post")."""
+    verb = verb.lower()
+    if verb in UNDATED_NOT_EVENTS or len(obj.split()) < 2:
+        return False
+    if verb == "had" and re.match(rf"^(?:a|an|the|some)? ?(?:{_NOT_HAD})\b", obj, re.I):
+        return False
+    return not _MOMENT_OBJECT_RE.search(obj)
+
+
 _PAST = rf"(?!(?:{_NOT_EVENTS})\b)(?P<v>{_IRREGULAR_PAST}|[a-z]+ed)"
 _LIFE_EVENTS = (
     r"graduated|got (?:married|engaged|divorced|promoted|hired|a (?:new )?job|a puppy|a dog|a cat)|"
@@ -79,7 +124,9 @@ _LIFE_EVENTS = (
 # Events worth a fact even without their date ("I won a regional tournament").
 _NOTABLE = (
     r"won|adopted|joined|signed up for|volunteered (?:at|for|with)|launched|published|opened|"
-    r"completed|finished|visited|met|bought|sold|organi[sz]ed|hosted|founded|started"
+    r"completed|finished|visited|met|bought|sold|organi[sz]ed|hosted|founded|started|"
+    r"got (?:noticed|accepted|selected|invited|nominated|featured|published|drafted|recogni[sz]ed|"
+    r"awarded|certified|elected)"
 )
 _GOT_THINGS = (
     r"got (?:a|an|my|our) (?:new |first |big )?(?:\w+ )?(?:job|promotion|endorsement|award|"
@@ -123,13 +170,15 @@ _PLAN_VERBS = (
 )
 _ME = r"^(?:I|we) " + _SOON
 # "just", "recently", "finally" date an event as well as "last Sunday" does.
-_ME_EVENT = r"^(?:I|we) (?:also |actually )?(?P<soon>(?:just|recently|finally|lately) )?"
+_ME_EVENT = (
+    r"^(?:I|we)(?:'ve| have)? (?:also |actually )?(?P<soon>(?:just|recently|finally|lately) )?"
+)
 _ME_EVENT += r"(?:also )?"
 _DOING = (
     r"taking|volunteering(?: at)?|training(?: for)?|writing|reading|saving(?: up)? for|"
     r"organi[sz]ing|teaching|coaching|running for|starting|dating|renovating|attending|raising|"
     r"fostering|practicing|practising|painting|playing|making|collecting|mentoring|researching|"
-    r"taking care of|looking after|doing"
+    r"taking care of|looking after|doing|planning(?! to\b)|putting together|hosting|throwing"
 )
 _NOT_DOING = (
     r"thinking|wondering|meaning|waiting|hoping|wanting|feeling|getting|having|struggling|trying|"
@@ -140,8 +189,54 @@ _NOT_DOING = (
 _NOT_HOW = r"(?!(?:ok|okay|well|great|good|fine|alright|better|awesome|amazing|pretty|really|so|"
 _NOT_HOW += r"very|much|a lot|lots|nothing|fine)\b)"
 
+_P = FactKind.PREFERENCE
+_VERY = r"(?:(?:so|really|very|truly|super|also|totally|deeply|incredibly|extremely|always|"
+_VERY += r"still|big|now)\s+)*"
+# What a plan or wish may be about (beside extract_rules' build/learn/become...): a life plan,
+# not the moment's work ("I want to find all accounts ..." is a request).
+_WISH_VERBS = (
+    r"help|open|visit|travel|adopt|publish|explore|teach|volunteer|mentor|inspire|give back|"
+    r"make a difference|raise|pursue|follow|go back to|return to|get into|take up|try out|"
+    r"keep|continue|spread|share my|run a|join|compete|become|write (?:a|my) (?:book|novel|"
+    r"memoir|screenplay|script|song|album)|record|finish|grow|expand|save (?:up )?for|own|"
+    r"move|retire|go to|see the world|have (?:a|kids|children)|get (?:a|my|married)"
+)
+# Going to do what (after "I'm going to"): not the moment's next step ("run the query again").
+_NOT_NEXT = (
+    r"run|rerun|ask|try|check|test|look|say|tell|show|send|paste|share|give|need|have to|be|go|"
+    r"do|use|write|read|explain|describe|reply|answer|restart|open|close|get|make sure|call|"
+    r"take a look|see|think|stop|leave|let|post|email|text|ping|upload|download|install|add|"
+    r"change|fix|update|delete|remove|copy|type|sleep|grab|head"
+)
+
+# "I believe in us" is encouragement, not a belief about the world.
+_NOT_PRONOUN = r"(?!(?:us|me|him|her|them|myself|ourselves|each other|one another)\b)"
+
 # Rules tried before the preference and decision forms (extract_rules.RULES).
 WORLD_FIRST: list[WorldRule] = [
+    # what the speaker cares about, is drawn to, is grateful for ("I'm passionate about dance")
+    _rule(rf"^I'm {_VERY}(?P<a>passionate about|grateful for|thankful for|drawn to|into|"
+          r"obsessed with|in love with|dedicated to|committed to helping|devoted to) "
+          + _NOT_PRONOUN + r"(?P<obj>.+)$", "Is {a} {obj}", _P, "strict self"),
+    _rule(rf"^I've {_VERY}been {_VERY}(?P<a>into|obsessed with|passionate about) (?P<obj>.+)$",
+          "Has been {a} {obj}", _P, "strict self"),
+    _rule(r"^we (?:really |truly |also |just |both |all )*(?P<v>love|enjoy) " + _NOT_PRONOUN
+          + r"(?P<obj>.+)$", "{v}s {obj}", _P, "strict self"),
+    _rule(r"^I(?: have|'ve| also)? (?:always |also |really )*(?:had|have|got) a (?:real |deep |"
+          r"huge |big |special )?(?P<a>love|passion|soft spot) for (?P<obj>.+)$",
+          "Has a {a} for {obj}", _P, "strict self"),
+    _rule(r"^I (?:really |truly |firmly |strongly |also )*believe in " + _NOT_PRONOUN
+          + r"(?P<obj>.+)$", "Believes in {obj}", _P, "strict self"),
+    _rule(r"^I (?:really |always |also )*find (?P<a>comfort|peace|joy|strength|solace|"
+          r"inspiration|happiness|purpose|meaning) in (?P<obj>.+)$", "Finds {a} in {obj}", _P,
+          "strict self"),
+    _rule(rf"^I'm {_VERY}(?P<a>determined|excited|eager|motivated|looking forward) to "
+          r"(?P<obj>\S+ \S+.*)$", "Is {a} to {obj}", _G, "nontech strict self two"),
+    _rule(rf"^(?:I'm|we're) (?:also |still |really )?going to (?!(?:{_NOT_NEXT})\b)"
+          r"(?P<obj>[a-z]+ \S+.*)$", "Is going to {obj}", _G, "nontech strict self two"),
+    _rule(rf"^I (?:really |also |still )*(?P<v>want|hope|plan|intend|aim|dream) to "
+          rf"(?P<a>{_WISH_VERBS})\b(?P<obj>.*)$", "{v}s to {a} {obj}", _G,
+          "nontech strict self bare"),
     _rule(r"^I (?:now )?(?:directly )?report(?: directly)? to " + _NAME, "Reports to {obj}", _I,
           "name"),
     _rule(r"^I " + _SOON + r"moved to " + _NAME, "Moved to {obj}", _I),
@@ -170,11 +265,11 @@ WORLD_FIRST: list[WorldRule] = [
     _rule(rf"^I (?P<v>plan|intend|hope|aim) to (?P<a>{_PLAN_VERBS}) (?P<obj>.+)$",
           "{v}s to {a} {obj}", _G),
     _rule(_ME + rf"(?P<v>{_LIFE_EVENTS})\b(?P<obj>.*)$", "{v} {obj}", _O, "loose bare"),
-    _rule(_ME_EVENT + _PAST + r" (?P<obj>.+)$", "{v} {obj}", _O, "dated"),
+    _rule(_ME_EVENT + _PAST + r" (?P<obj>.+)$", "{v} {obj}", _O, "dated self"),
     _rule(_ME_EVENT + rf"(?P<v>{_GOT_THINGS})\b(?P<obj>.*)$", "{v} {obj}", _O, "nontech bare"),
-    _rule(_ME_EVENT + rf"(?P<v>{_NOTABLE}) (?P<obj>.+)$", "{v} {obj}", _O, "nontech"),
+    _rule(_ME_EVENT + rf"(?P<v>{_NOTABLE}) (?P<obj>.+)$", "{v} {obj}", _O, "nontech self"),
     _rule(rf"^(?:I'm|we're) {_SOON}(?P<a>{_DOING}) {_NOT_HOW}(?P<obj>.+)$", "Is {a} {obj}", _O,
-          "nontech"),
+          "nontech self"),
     _rule(rf"^(?:I've|we've) (?:been|started) (?!(?:{_NOT_DOING})\b)(?P<v>[a-z]+ing) {_NOT_HOW}"
           r"(?P<obj>.+)$", "Has been {v} {obj}", _O, "nontech"),
 ]  # fmt: skip
@@ -187,6 +282,23 @@ WORLD_RETRACTIONS: list[tuple[re.Pattern[str], str]] = [
 _FRONT_DATE_RE = re.compile(
     rf"^(?P<when>{DATED_RE.pattern})\s*,?\s+(?P<rest>(?:I|we)\b.*)$", re.IGNORECASE
 )
+
+
+_ELIDED_RE = re.compile(
+    r"^(?:(?P<been>been (?!(?:thinking|wondering|meaning|waiting|hoping|busy|there|good|well|"
+    r"ok|okay|fine|great|a while)\b))|(?:just |recently |finally |also )*(?=(?:went|finished|"
+    r"started|visited|joined|signed up|adopted|won|bought|got (?:a|an|my) (?:new )?\w+|ran|"
+    r"took up|tried out|moved|graduated|celebrated|volunteered)\b))",
+    re.IGNORECASE,
+)
+
+
+def elided_subject(sentence: str) -> str:
+    """A sentence whose "I" is left out ("Been rehearsing hard", "Just finished a marathon")
+    with it put back, so the first-person forms read it; other sentences as they are."""
+    if m := _ELIDED_RE.match(sentence):
+        return ("I've " if m["been"] else "I ") + sentence[:1].lower() + sentence[1:]
+    return sentence
 
 
 def front_date(sentence: str) -> tuple[str, str]:

@@ -222,6 +222,21 @@ async def bounded(
 # --- ingestion -------------------------------------------------------------------------------
 
 
+async def _add_retrying(stub: pb_grpc.MemoryServiceStub, request: pb.AddFactRequest) -> Any:
+    """AddFact, retried while the server answers UNAVAILABLE (it says "retry"; the same text
+    again adds nothing new, so a retry after a lost answer is safe)."""
+    delay = 0.1
+    for _ in range(8):
+        try:
+            return await stub.AddFact(request)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+    return await stub.AddFact(request)
+
+
 async def ingest(
     stub: pb_grpc.MemoryServiceStub,
     conversations: Sequence[Conversation],
@@ -254,7 +269,7 @@ async def ingest(
         )
         if setup == REFERENCE:
             request.valid_time.CopyFrom(timestamp(turn.said_at))
-        response = await stub.AddFact(request)
+        response = await _add_retrying(stub, request)
         fact_to_turn[conversation.sample_id][response.fact.fact_id] = turn.dia_id
         added[conversation.sample_id].append((user, response.fact.fact_id, response.fact.text))
         progress.step()

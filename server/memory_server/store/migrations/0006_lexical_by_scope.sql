@@ -1,11 +1,10 @@
--- The lexical (idf) query asks for a scope's versions whose lexemes match the question's
--- words. With a GIN index on lexemes alone, PostgreSQL matched the words in every scope's
--- versions and filtered the scope afterwards (116,308 rows from all scopes for a 1,000-fact
--- scope in a 211,000-row table). btree_gin lets one GIN index hold the scope id beside the
--- lexemes, so the index itself answers "this scope and these words". btree_gin ships with
--- PostgreSQL's contrib (and the embedded distribution) and is a trusted extension: the
--- database's owner may create it without being a superuser.
-CREATE EXTENSION IF NOT EXISTS btree_gin;
-CREATE INDEX fact_versions_lexemes_by_scope ON fact_versions USING gin (scope_id, lexemes);
--- Every lexical query names its scope; the index on lexemes alone is no longer used.
+-- The lexical (idf) query asks for one scope's versions whose lexemes match the question's
+-- words. A GIN index on lexemes alone let PostgreSQL match the words in every scope's
+-- versions and filter the scope afterwards (issue 17 saw 116,308 rows from all scopes for a
+-- 1,000-fact scope in a 211,000-row table). Without it, the scope's btree indexes
+-- (fact_versions_by_scope, fact_versions_live_by_scope) always confine the scan and the words
+-- are a filter on that scope's rows only. Measured (bench/lexical_plan.py, bench/README.md):
+-- as fast or faster at every scope size, and a GIN index on (scope_id, lexemes) with
+-- btree_gin was slower for small scopes (GIN intersects the words' posting lists of all
+-- scopes). Ingest no longer maintains a full-text index either.
 DROP INDEX fact_versions_lexemes;

@@ -38,6 +38,7 @@ from memory_server.memory.ltm import LongTermMemory, LtmSettings
 from memory_server.memory.ports import Extractor, Reconciler, Summarizer
 from memory_server.memory.reconcile import SimilarityReconciler
 from memory_server.memory.retention import RetentionJob
+from memory_server.memory.seen import SeenRecorder
 from memory_server.memory.summary import ExtractiveSummarizer
 from memory_server.memory.turns import ConversationMemory
 from memory_server.metrics import IndexStats, Metrics, MetricsEndpoint
@@ -231,12 +232,17 @@ class MemoryServer:
         await self.outbox.start()
         self._stack.push_async_callback(self.outbox.close, settings.shutdown_grace_seconds)
         self.embedder = embedder
+        # After the pool on the stack, so closing flushes the last counts before the pool goes.
+        seen = SeenRecorder(facts)
+        await seen.start()
+        self._stack.push_async_callback(seen.close)
         self.retention = RetentionJob(
             facts,
             registry,
             retention_days=settings.ltm_retention_days,
             interval_s=settings.retention_interval_seconds,
             on_change=self.outbox.notify,
+            seen=seen,
         )
         await self.retention.start()
         self._stack.push_async_callback(self.retention.close)
@@ -285,6 +291,7 @@ class MemoryServer:
             on_change=self.outbox.notify,
             telemetry=self.metrics,
             events=DateparserEvents(),
+            seen=seen,
         )
 
     async def _vector_index(

@@ -52,6 +52,7 @@ from memory_server.memory.ports import (
 )
 from memory_server.memory.recall import ScoredFact, is_standing_instruction, rank
 from memory_server.memory.reconcile import LiveFactsChanged, revalidate, revision
+from memory_server.memory.seen import SeenRecorder
 from memory_server.memory.time_intent import dated_vote
 
 log = logging.getLogger(__name__)
@@ -111,8 +112,11 @@ class LongTermMemory:
         fallback_extractor: Extractor | None = None,
         telemetry: Telemetry | None = None,
         events: EventDates | None = None,
+        seen: SeenRecorder | None = None,
     ) -> None:
         self._store = store
+        # Recall notes what it handed back; a background flush counts it (memory.seen).
+        self._seen = seen
         self._events = events
         self._telemetry = telemetry or NoTelemetry()
         self._fallback_extractor = fallback_extractor
@@ -216,10 +220,8 @@ class LongTermMemory:
         facts += [
             recalled(s.version, s.score) for s in relevant if s.version.version_id not in shown
         ]
-        try:
-            await self._store.touch(scope, [f.fact_id for f in facts])
-        except Exception as exc:  # counters only: the turn goes on without them
-            log.warning("could not record recall: %s", type(exc).__name__)
+        if self._seen is not None:
+            self._seen.record(f.fact_id for f in facts)
         return LongTermSection(facts)
 
     # --- learning ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import FactStore, ScopeExecutor
+from memory_server.memory.seen import SeenRecorder
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,10 @@ class RetentionJob:
         interval_s: float,
         purge_after_days: int = 30,
         on_change: Callable[[], None] = lambda: None,
+        seen: SeenRecorder | None = None,
     ) -> None:
         self._store = store
+        self._seen = seen
         self._executor = executor
         self._retention = timedelta(days=retention_days)
         self._purge_after = timedelta(days=purge_after_days)
@@ -47,6 +50,11 @@ class RetentionJob:
         """One pass over every scope; returns (facts expired, facts purged)."""
         now = now or datetime.now(UTC)
         cutoff = now - self._retention
+        if self._seen is not None:
+            # This process's recalls not yet flushed count first (another server's may still
+            # be up to its flush interval behind: a fact recalled there within that second
+            # of its retention deadline can expire).
+            await self._seen.flush()
         expired = 0
         for scope in await self._store.stale_scopes(cutoff):
             expired += await self._executor.run(

@@ -5,7 +5,7 @@ and outbox rows together, under the scope's write lock where it starts from live
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import asyncpg
@@ -13,7 +13,8 @@ import asyncpg
 from memory_server.memory.facts import AppliedChange, Decision, Provenance, ReconciledCandidate
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import Revise
-from memory_server.store.facts._sql import LIVE, SCOPE_ID, live_facts
+from memory_server.memory.seen import Seen
+from memory_server.store.facts._sql import LIVE, live_facts
 from memory_server.store.facts._writer import FactWriter
 from memory_server.store.scope_lock import lock_scope
 
@@ -75,16 +76,27 @@ class FactWrites:
             await w.evict_over(max_live)
         return applied
 
-    async def touch(self, scope: Scope, fact_ids: Sequence[str]) -> None:
-        """Recalled into a turn: counts for retention and eviction."""
-        if not fact_ids:
+    async def record_seen(self, seen: Mapping[str, Seen]) -> None:
+        """Recall's counts (memory.seen), one statement per flush: each fact's recall_count
+        grows by its count and its last_seen_at moves forward, never back, so flushes from
+        several servers add up in any order. Rows are locked in id order, so two servers'
+        flushes over the same facts wait for each other instead of deadlocking."""
+        if not seen:
             return
+        ids = sorted(seen)
         await self._pool.execute(
-            f"""UPDATE facts SET last_seen_at = now(), recall_count = recall_count + 1
-                WHERE id = ANY($3::uuid[]) AND scope_id = {SCOPE_ID}""",
-            scope.username,
-            scope.graphname,
-            [uuid.UUID(f) for f in fact_ids],
+            """WITH u AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[])
+                          AS u(id, n, at)),
+                    locked AS (SELECT f.id FROM facts f JOIN u ON u.id = f.id
+                               ORDER BY f.id FOR UPDATE OF f)
+               UPDATE facts f
+               SET recall_count = f.recall_count + u.n,
+                   last_seen_at = greatest(f.last_seen_at, u.at)
+               FROM u JOIN locked l ON l.id = u.id
+               WHERE f.id = u.id""",
+            [uuid.UUID(i) for i in ids],
+            [seen[i].count for i in ids],
+            [seen[i].at for i in ids],
         )
 
     async def stale_scopes(self, cutoff: datetime) -> list[Scope]:

@@ -279,3 +279,27 @@ async def test_no_links_when_disabled(start_server: ServerFactory, scope: dict[s
 async def _indexed(memory: RunningServer, scope: dict[str, str], fact_id: str, text: str) -> bool:
     found = await _search(memory, scope, text)
     return fact_id in found and found[fact_id].vector_score > 0.99
+
+
+async def test_writes_do_not_wait_for_a_batch_that_holds_the_scope_key(
+    memory: RunningServer, database_url: str, scope: dict[str, str]
+) -> None:
+    # The outbox's claim transaction writes fact_links, whose foreign key share-locks the
+    # scope row until the batch commits (embedding included). AddFact must not wait for it:
+    # an upsert of the scope row (ON CONFLICT DO UPDATE) did, holding a pooled connection
+    # each, until the pool ran dry (seen on the LoCoMo ingest: UNAVAILABLE after 10 s).
+    await _add(memory, scope, "Keeps bees on the roof")
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT id FROM scopes WHERE username = $1 AND graphname = $2 FOR KEY SHARE",
+                scope["username"],
+                scope["graphname"],
+            )
+            added = await memory.stub.AddFact(
+                pb.AddFactRequest(**scope, text="Sells the honey at the market"), timeout=5
+            )
+            assert added.fact.fact_id
+    finally:
+        await conn.close()

@@ -44,14 +44,7 @@ class FactWrites:
             await lock_scope(conn, scope)
             if revise is not None:
                 decisions = revise(await live_facts(conn, scope))
-            scope_id = await conn.fetchval(
-                """INSERT INTO scopes (username, graphname, scope_hash) VALUES ($1, $2, $3)
-                   ON CONFLICT (username, graphname) DO UPDATE SET username = EXCLUDED.username
-                   RETURNING id""",
-                scope.username,
-                scope.graphname,
-                scope.scope_hash,
-            )
+            scope_id = await _scope_id(conn, scope)
             w = FactWriter(conn, scope_id, scope.scope_hash, provenance)
             for item in decisions:
                 candidate = item.candidate
@@ -197,3 +190,32 @@ class FactWrites:
 
 def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
+
+
+_FIND_OR_CREATE_SCOPE = """
+WITH found AS (SELECT id FROM scopes WHERE username = $1 AND graphname = $2),
+created AS (
+    INSERT INTO scopes (username, graphname, scope_hash)
+    SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM found)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+)
+SELECT id FROM found UNION ALL SELECT id FROM created
+"""
+
+
+async def _scope_id(conn: asyncpg.Connection, scope: Scope) -> int:
+    """The scope's row id, created on first use, without locking an existing row. An upsert
+    (`ON CONFLICT DO UPDATE`) takes a row lock that waits for every open transaction holding
+    a foreign-key share lock on the scope, such as the outbox's claim transaction while it
+    writes fact_links: every write of the scope, and the pool, would wait for the batch."""
+    found = await conn.fetchval(
+        _FIND_OR_CREATE_SCOPE, scope.username, scope.graphname, scope.scope_hash
+    )
+    if found is None:  # created by a concurrent transaction after this statement's snapshot
+        found = await conn.fetchval(
+            "SELECT id FROM scopes WHERE username = $1 AND graphname = $2",
+            scope.username,
+            scope.graphname,
+        )
+    return int(found)

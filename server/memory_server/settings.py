@@ -74,7 +74,7 @@ class Settings:
     # The shared embedding pool: texts per batch, and how long a batch waits to fill.
     embedding_batch_size: int = 32
     embedding_max_wait_ms: float = 2.0
-    # Recent (model, text) -> vector kept by the pool so a fact is embedded once (about 3 KiB
+    # Recent (model, text) -> vector kept by the pool so a fact is embedded once (about 3.4 KiB
     # each at 384 dimensions); 0 turns the cache off.
     embedding_cache_size: int = 2048
     # The outbox actor: rows per vector-index request, and the poll for other servers' rows.

@@ -213,6 +213,7 @@ class MemoryServer:
             backend,
             max_batch=settings.embedding_batch_size,
             max_wait_ms=settings.embedding_max_wait_ms,
+            cache_size=settings.embedding_cache_size,
             observe_batch=self.metrics.embedding_batch,
         )
         await self._stack.enter_async_context(embedder)

@@ -74,6 +74,9 @@ class Settings:
     # The shared embedding pool: texts per batch, and how long a batch waits to fill.
     embedding_batch_size: int = 32
     embedding_max_wait_ms: float = 2.0
+    # Recent (model, text) -> vector kept by the pool so a fact is embedded once (about 3.4 KiB
+    # each at 384 dimensions); 0 turns the cache off.
+    embedding_cache_size: int = 2048
     # The outbox actor: rows per vector-index request, and the poll for other servers' rows.
     outbox_batch_size: int = 256
     outbox_poll_seconds: float = 1.0
@@ -146,6 +149,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "embedding_dimension": (1, 8192),
     "embedding_batch_size": (1, 4096),
     "embedding_max_wait_ms": (0, 10_000),
+    "embedding_cache_size": (0, 1_000_000),
     "outbox_batch_size": (1, 10_000),
     "outbox_poll_seconds": (0.01, 3600),
     "outbox_max_backoff_seconds": (0.1, 3600),

@@ -11,14 +11,23 @@ backend is awaited on the loop.
 The wait costs a lone call up to `max_wait_ms` (about 2.3 ms on top of 3.3 ms for one MiniLM
 query); with `max_wait_ms=0` texts are still batched whenever they queue up while the backend
 is busy, which is when batching pays.
+
+A bounded LRU cache of recent (model, dimension, text) -> vector sits in front of the queue, so a
+text embedded twice in one process (the reconciler embeds a new fact to find near-duplicates, the
+outbox embeds it again to index it) reaches the backend once. Vectors are stored as immutable
+float64 arrays and every caller gets its own list copy, so a hit is bit-identical to the miss that
+filled it. The key carries the model's name and dimension, and the cache lives in the pool, which
+serves one backend: another model never sees these vectors. `cache_size=0` turns it off.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from collections import deque
+from array import array
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -100,6 +109,7 @@ class EmbeddingPool(Lifecycle):
         max_batch: int = 32,
         max_wait_ms: float = 2.0,
         max_queue: int = 4096,
+        cache_size: int = 2048,
         observe_batch: Callable[[int, float], None] | None = None,
     ) -> None:
         """`observe_batch(texts, seconds)` is told of every batch the backend embedded."""
@@ -109,6 +119,8 @@ class EmbeddingPool(Lifecycle):
             raise ValueError("max_wait_ms must not be negative")
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
+        if cache_size < 0:
+            raise ValueError("cache_size must not be negative")
         self._backend: AsyncEmbeddingBackend
         if is_async_backend(backend):
             self._backend = backend
@@ -130,6 +142,11 @@ class EmbeddingPool(Lifecycle):
         self._texts = 0
         self._last_batch_size = 0
         self._observe_batch = observe_batch
+        self._cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, int, str], array[float]] = OrderedDict()
+        self._cache_lock = threading.Lock()  # the loop is the only user today; cheap insurance
+        self._cache_hits = 0
+        self._cache_misses = 0
 
     # --- Embedder ---------------------------------------------------------------------------
 
@@ -152,9 +169,33 @@ class EmbeddingPool(Lifecycle):
                 if self._closed
                 else "the embedding pool is not started"
             )
-        count = len(texts)
-        if count == 0:
+        if len(texts) == 0:
             return []
+        results: list[list[float] | None] = [None] * len(texts)
+        wanted: list[int] = []  # indexes of texts the cache does not hold
+        if self._cache_size:
+            model, dimension = self.model_name, self.dimension
+            with self._cache_lock:
+                for i, text in enumerate(texts):
+                    cached = self._cache.get((model, dimension, text))
+                    if cached is None:
+                        wanted.append(i)
+                    else:
+                        self._cache.move_to_end((model, dimension, text))
+                        results[i] = cached.tolist()
+                self._cache_hits += len(texts) - len(wanted)
+                self._cache_misses += len(wanted)
+        else:
+            wanted = list(range(len(texts)))
+        if not wanted:
+            return cast(list[list[float]], results)
+        vectors = await self._enqueue([texts[i] for i in wanted])
+        for i, vector in zip(wanted, vectors, strict=True):
+            results[i] = vector
+        return cast(list[list[float]], results)
+
+    async def _enqueue(self, texts: Sequence[str]) -> list[list[float]]:
+        count = len(texts)
         if len(self._queue) + count > self._max_queue:
             raise Overloaded(
                 f"the embedding queue is full ({len(self._queue)} of {self._max_queue} texts "
@@ -242,6 +283,20 @@ class EmbeddingPool(Lifecycle):
         return self._texts / self._batches if self._batches else 0.0
 
     @property
+    def cache_hits(self) -> int:
+        """Texts answered from the cache without reaching the backend."""
+        return self._cache_hits
+
+    @property
+    def cache_misses(self) -> int:
+        """Texts the cache did not hold (when it is on)."""
+        return self._cache_misses
+
+    @property
+    def cache_entries(self) -> int:
+        return len(self._cache)
+
+    @property
     def queue_depth(self) -> int:
         """Texts waiting for a batch (including those of calls that gave up)."""
         return len(self._queue)
@@ -307,12 +362,26 @@ class EmbeddingPool(Lifecycle):
         self._last_batch_size = len(batch)
         if self._observe_batch is not None:
             self._observe_batch(len(batch), seconds)
+        self._remember(batch, vectors)
         for item, vector in zip(batch, vectors, strict=True):
             call = item.call
             call.results[item.index] = vector
             call.missing -= 1
             if call.missing == 0 and not call.future.done():
                 call.future.set_result([v for v in call.results if v is not None])
+
+    def _remember(self, batch: list[_Item], vectors: list[list[float]]) -> None:
+        """Put a batch's vectors in the LRU cache, evicting the least recently used."""
+        if not self._cache_size:
+            return
+        model, dimension = self.model_name, self.dimension
+        with self._cache_lock:
+            for item, vector in zip(batch, vectors, strict=True):
+                key = (model, dimension, item.text)
+                self._cache[key] = array("d", vector)
+                self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
 
     async def _load(self) -> None:
         started = time.perf_counter()

@@ -4,6 +4,7 @@ never come back through GetConversation, GetContext, the summary, facts or the l
 
 from __future__ import annotations
 
+import json
 import logging
 
 import asyncpg
@@ -14,6 +15,7 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_server.extraction.secrets import DetectSecretsFilter, placeholder
 
 from conftest import RunningServer, ServerFactory, all_messages, new_id
+from fake_openai import FakeEmbeddings
 
 API_KEY = "sk-proj-" + "Q7fLm2Rt9XwK4bNc8VhZ1pJd6GsY3aTe5uWq0iPo"
 AWS_KEY = "AKIA" + "Z7XQ4LMN2PRT6WVB"
@@ -201,3 +203,31 @@ async def test_imported_messages_are_redacted_and_reimport_is_skipped(
     assert stored.content == DetectSecretsFilter().redact(USER_TEXT).text
     rows = await _rows(database_url, scope["username"])
     assert len(rows) == 1 and all(secret not in rows[0] for secret in SECRETS)
+
+
+async def test_a_secret_in_a_context_question_never_reaches_the_embedder(
+    start_server: ServerFactory,
+    fresh_database_url: str,
+    fake_embeddings: FakeEmbeddings,
+    scope: dict[str, str],
+) -> None:
+    # GetContext stores nothing, but recall embeds its question: with a remote embedder the
+    # question leaves the service, so it is redacted first, like a stored message.
+    memory = await start_server(
+        database_url=fresh_database_url,
+        embedding_base_url=fake_embeddings.base_url,
+        embedding_model="fake-embed",
+        embedding_dimension=fake_embeddings.dimension,
+        fact_extract_async=False,
+    )
+    await memory.stub.AddFact(pb.AddFactRequest(**scope, text="Prefers concise bullet points"))
+    before = len(fake_embeddings.requests)
+    reply = await memory.stub.GetContext(
+        pb.GetContextRequest(
+            **scope, conversation_id=new_id(), question=f"Is {API_KEY} still my key?"
+        )
+    )
+    assert API_KEY not in reply.context.rendered
+    sent = json.dumps([r["body"] for r in fake_embeddings.requests[before:]])
+    assert "[redacted: api key]" in sent  # the question was embedded, redacted
+    assert API_KEY not in sent

@@ -114,7 +114,7 @@ class ConversationMemory:
             return self._counter.count(text)
         return await asyncio.to_thread(self._counter.count, text)
 
-    async def redact(self, text: str) -> str:
+    async def redact(self, text: str, where: str = "before storing a message") -> str:
         """The text as it may be stored: every secret the filter finds replaced by its typed
         placeholder ("[redacted: api key]"), unless messages are kept verbatim."""
         if self._redactor is None or not text:
@@ -125,7 +125,7 @@ class ConversationMemory:
             redacted = await asyncio.to_thread(self._redactor.redact, text)
         if redacted.secrets_found:
             # Counts only: neither the secret nor the message reaches the log.
-            log.info("redacted %d secret(s) before storing a message", redacted.secrets_found)
+            log.info("redacted %d secret(s) %s", redacted.secrets_found, where)
         return redacted.text
 
     async def _counted(self, message: NewMessage) -> NewMessage:
@@ -284,6 +284,9 @@ class ConversationMemory:
         candidates = await self._store.context_candidates(
             scope, conversation_id, None, self._budget.budget_tokens, timeout_s
         )
+        # Not stored, but embedded for recall (maybe by a remote embedder): redacted like a
+        # message, so a secret in the question never leaves for the embedder.
+        question = await self.redact(question, "in a context question")
         context = await self._assemble(scope, candidates, question)
         return context, candidates.conversation_exists
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import secrets
 import socket
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
 
 import httpx
 import pytest
@@ -237,9 +237,12 @@ async def test_unreachable_memory_service_is_503() -> None:
         await client.close()
 
 
-def _graphrag_app(memory: GraphRAGMemory, graphs: list[str]) -> FastAPI:
+def graphrag_app(
+    memory: GraphRAGMemory, graphs: list[str], is_admin: Callable[..., Any] | None = None
+) -> FastAPI:
     """GraphRAG's app as it is: `ui_basic_auth` returns (graphs, credentials)
-    (tigergraph/graphrag cc4eed1, graphrag/app/routers/ui.py:98-106)."""
+    (tigergraph/graphrag cc4eed1, graphrag/app/routers/ui.py:98-106); `is_admin` as
+    memory_ui_router takes it."""
 
     def ui_basic_auth(
         creds: Annotated[HTTPBasicCredentials, Depends(_basic)],
@@ -249,7 +252,7 @@ def _graphrag_app(memory: GraphRAGMemory, graphs: list[str]) -> FastAPI:
         return graphs, creds
 
     app = FastAPI()
-    app.include_router(memory_ui_router(memory, ui_basic_auth))
+    app.include_router(memory_ui_router(memory, ui_basic_auth, is_admin=is_admin))
     return app
 
 
@@ -257,7 +260,7 @@ async def test_graphrags_auth_shape_and_graph_access(graphrag: GraphRAGMemory) -
     user, conversation_id = _user(), new_id()
     turn = await graphrag.begin_turn(user, "Finance", conversation_id, "Who owns A-1?")
     reply = await graphrag.complete_turn(turn, "Bob.")
-    transport = httpx.ASGITransport(app=_graphrag_app(graphrag, ["Finance"]))
+    transport = httpx.ASGITransport(app=graphrag_app(graphrag, ["Finance"]))
     async with httpx.AsyncClient(transport=transport, base_url="http://graphrag") as ui:
         listed = await ui.get("/ui/Finance/user", headers=_auth(user))
         assert [c["conversation_id"] for c in listed.json()] == [conversation_id]

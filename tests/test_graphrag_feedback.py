@@ -1,20 +1,19 @@
 """The admin feedback export: the ListFeedback RPC, the adapter's `feedback_export`, GraphRAG's
 admin rule (`memory_client.graphrag.roles`) and the router's two get_feedback routes, against a
-real server with GraphRAG's own auth shape.
+real server with GraphRAG's own auth shape."""
 
-No `from __future__ import annotations`: FastAPI must see the dependencies defined inside
-`_app` when it reads their signatures."""
+from __future__ import annotations
 
 import base64
-import secrets
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import grpc
 import httpx
 import pytest
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
+from test_graphrag import graphrag_app
 
 from memory_client import AsyncMemoryClient, InvalidArgumentError
 from memory_client.graphrag import (
@@ -23,7 +22,6 @@ from memory_client.graphrag import (
     global_roles,
     has_admin_role,
 )
-from memory_client.graphrag.router import memory_ui_router
 from memory_client.v1 import memory_pb2 as pb
 
 from conftest import RunningServer, new_id
@@ -58,26 +56,15 @@ def _auth(username: str) -> dict[str, str]:
 
 
 def _app(memory: GraphRAGMemory, graphs: list[str], show_user: str) -> FastAPI:
-    """GraphRAG's app: `ui_basic_auth` returns (graphs, credentials) (graphrag/app/routers/
-    ui.py:98-106), and the admin check reads the caller's global roles from `SHOW USER` (here
-    the text TigerGraph would print) against conversationAccessRoles."""
+    """GraphRAG's app (test_graphrag.graphrag_app) with the admin check: the caller's global
+    roles from `SHOW USER` (here the text TigerGraph would print) against
+    conversationAccessRoles."""
 
-    def ui_basic_auth(
-        creds: Annotated[HTTPBasicCredentials, Depends(_basic)],
-    ) -> tuple[list[str], HTTPBasicCredentials]:
-        if not secrets.compare_digest(creds.password, "pw"):
-            raise HTTPException(status_code=401, detail="bad credentials")
-        return graphs, creds
-
-    def is_admin(
-        auth: Annotated[tuple[list[str], HTTPBasicCredentials], Depends(ui_basic_auth)],
-    ) -> bool:
-        roles = global_roles(show_user, auth[1].username)
+    def is_admin(creds: Annotated[HTTPBasicCredentials, Depends(_basic)]) -> bool:
+        roles = global_roles(show_user, creds.username)
         return has_admin_role(roles, conversation_access_roles(_SERVER_CONFIG))
 
-    app = FastAPI()
-    app.include_router(memory_ui_router(memory, ui_basic_auth, is_admin=is_admin))
-    return app
+    return graphrag_app(memory, graphs, is_admin=is_admin)
 
 
 @pytest.fixture

@@ -151,6 +151,18 @@ async def test_empty_scope_never_searches_everything(tg: TGServer) -> None:
         await idx.aclose()
 
 
+async def _indexed(memory: RunningServer) -> None:
+    """Wakes the outbox and waits until it has sent every queued change to the stand-in."""
+    outbox = memory.server.outbox
+    assert outbox is not None
+    outbox.notify()
+
+    async def drained() -> bool:
+        return (await outbox.status())[0] == 0
+
+    await assert_eventually(drained, what="the outbox drained")
+
+
 async def test_approximate_search_returns_ranked_hits_of_the_scope(tg: TGServer) -> None:
     # vectorSearch is approximate (HNSW): hits may miss true neighbours, but each hit is of the
     # scope and the order is by score.
@@ -183,14 +195,7 @@ async def test_a_fact_the_ann_misses_is_still_recalled_by_its_words(
         memory = await start_server(fact_extract_async=False, **server_settings(tg))
         stub = memory.stub
         await stub.AddFact(pb.AddFactRequest(**scope, text="Prefers window seats on long flights"))
-        outbox = memory.server.outbox
-        assert outbox is not None
-        outbox.notify()
-
-        async def indexed() -> bool:
-            return (await outbox.status())[0] == 0
-
-        await assert_eventually(indexed, what="the outbox drained")
+        await _indexed(memory)
         found = await stub.SearchFacts(pb.SearchFactsRequest(**scope, query="window seats"))
         assert [r.fact.text for r in found.results] == ["Prefers window seats on long flights"]
         assert found.results[0].vector_score == 0
@@ -260,14 +265,7 @@ async def test_learning_reuses_the_indexed_vectors_of_live_facts(
         )
         stub = memory.stub
         await stub.AddFact(pb.AddFactRequest(**scope, text="Prefers concise answers"))
-        outbox = memory.server.outbox
-        assert outbox is not None
-        outbox.notify()
-
-        async def drained() -> bool:
-            return (await outbox.status())[0] == 0
-
-        await assert_eventually(drained, what="the outbox drained")
+        await _indexed(memory)
         conversation = new_id()
         started = await stub.StartTurn(
             pb.StartTurnRequest(
@@ -313,14 +311,7 @@ async def test_metrics_show_the_index_lag_and_missing_vectors(
         )
         stub = memory.stub
         await stub.AddFact(pb.AddFactRequest(**scope, text="Prefers concise answers"))
-        outbox = memory.server.outbox
-        assert outbox is not None
-        outbox.notify()
-
-        async def indexed() -> bool:
-            return (await outbox.status())[0] == 0
-
-        await assert_eventually(indexed, what="the outbox drained")
+        await _indexed(memory)
         # At least the fact's vector (a retried batch upserts it again).
         assert await _metric(memory, "graphrag_memory_vector_index_pending") >= 1
         assert await _metric(memory, "graphrag_memory_vector_index_lag_seconds") > 0

@@ -41,7 +41,7 @@ from memory_server.memory.retention import RetentionJob
 from memory_server.memory.seen import SeenRecorder
 from memory_server.memory.summary import ExtractiveSummarizer
 from memory_server.memory.turns import ConversationMemory
-from memory_server.metrics import IndexStats, Metrics, MetricsEndpoint
+from memory_server.metrics import Metrics, MetricsEndpoint
 from memory_server.outbox.links import LinkSettings
 from memory_server.outbox.worker import OutboxWorker
 from memory_server.settings import Settings, SettingsError, settings_from_cli
@@ -182,7 +182,7 @@ class MemoryServer:
             actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
             outbox=lambda: outbox_stats(pool),
             learning=lambda: ltm.learning_pending,
-            index=_index_stats(self.index) if isinstance(self.index, TigerGraphIndex) else None,
+            index=self.index.backlog if isinstance(self.index, TigerGraphIndex) else None,
         )
         memory = ConversationMemory(
             store=PostgresConversationStore(pool),
@@ -415,11 +415,3 @@ def cli(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     cli()
-
-
-def _index_stats(index: TigerGraphIndex) -> IndexStats:
-    async def stats() -> tuple[int, float]:
-        await index.vector_status()  # clears the pending count once TigerGraph has rebuilt
-        return index.upserts_pending_index, index.index_lag_s
-
-    return stats

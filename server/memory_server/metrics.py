@@ -181,27 +181,29 @@ class Metrics:
             self.mailbox_depth.set(queued)
         if self._learning is not None:
             self.learning_pending.set(self._learning())
+        # Each source is bounded by a timeout: a slow database or a down TigerGraph must not
+        # fail the scrape; its gauges keep their last values.
         if self._outbox is not None:
-            try:
-                async with asyncio.timeout(_SCRAPE_QUERY_TIMEOUT_S):
-                    pending, lag_s = await self._outbox()
-            except Exception as exc:  # a scrape must not fail because the database is slow
-                log.warning("outbox metrics not refreshed: %s", type(exc).__name__)
-            else:
-                self.outbox_pending.set(pending)
-                self.outbox_lag.set(lag_s)
+            await _refresh_pair("outbox", self._outbox, self.outbox_pending, self.outbox_lag)
         if self._index is not None:
-            try:
-                async with asyncio.timeout(_SCRAPE_QUERY_TIMEOUT_S):
-                    pending, lag_s = await self._index()
-            except Exception as exc:  # TigerGraph down must not fail the scrape either
-                log.warning("vector index metrics not refreshed: %s", type(exc).__name__)
-            else:
-                self.index_pending.set(pending)
-                self.index_lag.set(lag_s)
+            await _refresh_pair("vector index", self._index, self.index_pending, self.index_lag)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+async def _refresh_pair(
+    what: str, source: Callable[[], Awaitable[tuple[int, float]]], count: Gauge, age: Gauge
+) -> None:
+    """Sets (pending, oldest age) gauges from `source`, or logs why it could not."""
+    try:
+        async with asyncio.timeout(_SCRAPE_QUERY_TIMEOUT_S):
+            pending, lag_s = await source()
+    except Exception as exc:
+        log.warning("%s metrics not refreshed: %s", what, type(exc).__name__)
+    else:
+        count.set(pending)
+        age.set(lag_s)
 
 
 class MetricsEndpoint:

@@ -202,6 +202,12 @@ class TigerGraphIndex:
         """Seconds since the oldest upsert the vector index has not yet reported rebuilt."""
         return 0.0 if self._pending_since is None else time.monotonic() - self._pending_since
 
+    async def backlog(self) -> tuple[int, float]:
+        """(vectors upserted but not yet searchable, index_lag_s), after asking TigerGraph once
+        (vector_status clears the count when the index has been rebuilt): the metrics' view."""
+        await self.vector_status()
+        return self.upserts_pending_index, self.index_lag_s
+
     async def wait_searchable(self, timeout_s: float, poll_s: float = 0.2) -> bool:
         """Polls vector_status until the index is rebuilt or timeout_s passes; False on
         timeout (logged), so a caller that needs read-your-writes can wait for it."""

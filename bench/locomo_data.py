@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,17 @@ class Turn:
         if self.blip_caption:
             return f"{self.speaker}: {self.text} [shares {self.blip_caption}]"
         return f"{self.speaker}: {self.text}"
+
+    @property
+    def session(self) -> int:
+        """The session's number ("D3:5" is turn 5 of session 3)."""
+        return int(self.dia_id[1:].split(":")[0])
+
+    @property
+    def spoken_at(self) -> datetime:
+        """When the turn was said: the data has only the session's date time, so turn n of a
+        session is n seconds after it (the turns keep their order, as in a real chat)."""
+        return self.said_at + timedelta(seconds=int(self.dia_id.split(":")[1]))
 
     @property
     def plain_text(self) -> str:

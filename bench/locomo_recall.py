@@ -58,7 +58,6 @@ SETUPS = (REFERENCE, BEFORE)
 # Time-intent weights replayed on the reference setup's candidates (the server's own is one).
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 # A fact found by its own text scores ~1.0 by vector once it is indexed.
-_SELF_COSINE = 0.99
 T = TypeVar("T")
 
 
@@ -268,7 +267,9 @@ async def ingest(
             kind="other",
         )
         if setup == REFERENCE:
-            request.valid_time.CopyFrom(timestamp(turn.said_at))
+            # Said in its session (one conversation), at its place in it.
+            request.valid_time.CopyFrom(timestamp(turn.spoken_at))
+            request.conversation_id = f"{conversation.sample_id}-session-{turn.session}"
         response = await _add_retrying(stub, request)
         fact_to_turn[conversation.sample_id][response.fact.fact_id] = turn.dia_id
         added[conversation.sample_id].append((user, response.fact.fact_id, response.fact.text))
@@ -280,9 +281,10 @@ async def ingest(
 
 async def indexed(stub: pb_grpc.MemoryServiceStub, user: str, fact_id: str, text: str) -> bool:
     """True when the fact is in the vector index: searched by its own text, it comes back with
-    a vector score of ~1 (a lexical-only hit has vector score 0). top_k is the maximum, 100,
-    which is at least the 50 + 50 candidates the server fuses, so ties in the fused score
-    cannot hide the fact."""
+    a vector score (a lexical-only hit has vector score 0). Not ~1: recall embeds the question
+    without the scope's common words (memory.common_words), so a fact's own text is not quite
+    its vector. top_k is the maximum, 100, which is at least the 50 + 50 candidates the server
+    fuses, so ties in the fused score cannot hide the fact."""
     response = await stub.SearchFacts(
         pb.SearchFactsRequest(
             username=user,
@@ -292,9 +294,7 @@ async def indexed(stub: pb_grpc.MemoryServiceStub, user: str, fact_id: str, text
             threshold=0,
         )
     )
-    return any(
-        r.fact.fact_id == fact_id and r.vector_score >= _SELF_COSINE for r in response.results
-    )
+    return any(r.fact.fact_id == fact_id and r.vector_score > 0 for r in response.results)
 
 
 async def wait_for_index(

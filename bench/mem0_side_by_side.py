@@ -147,7 +147,8 @@ async def ours_ingest(
 
     await bounded(jobs, concurrency, add)
     acked_s = time.perf_counter() - began
-    # Indexed: each scope's last fact searched by its own text comes back with cosine ~1.
+    # Indexed: each scope's last fact searched by its own text comes back with a vector score
+    # (not ~1: recall leaves the scope's common words out of what it embeds).
     deadline = time.monotonic() + 600
     waiting = dict(last)
     while waiting:
@@ -158,7 +159,7 @@ async def ours_ingest(
                 ),
                 timeout=60,
             )
-            if any(r.fact.fact_id == fact_id and r.vector_score >= 0.99 for r in reply.results):
+            if any(r.fact.fact_id == fact_id and r.vector_score > 0 for r in reply.results):
                 del waiting[sid]
         if waiting:
             if time.monotonic() > deadline:

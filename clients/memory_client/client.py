@@ -325,15 +325,18 @@ class _Rpcs:
         *,
         kind: str = "",
         valid_time: datetime | None = None,
+        conversation_id: str = "",
         timeout_s: float | None = None,
     ) -> pb.AddFactRequest:
-        """`valid_time`: when the fact became true (timezone-aware); None means now."""
+        """`valid_time`: when the fact became true (timezone-aware); None means now.
+        `conversation_id`: the conversation it was said in (provenance), if any."""
         return pb.AddFactRequest(
             username=username,
             graphname=graphname,
             text=text,
             kind=kind,
             valid_time=_timestamp(valid_time),
+            conversation_id=conversation_id,
         )
 
     @rpc("UpdateFact", pb.UpdateFactResponse, retry_if=never)

@@ -40,9 +40,16 @@ class Settings:
     ltm_links_per_fact: int = 5
     ltm_link_decay: float = 0.9
     ltm_link_seeds: int = 5
+    # Recall also brings in the facts said just before and after each of those hits in the
+    # same conversation, scoring source * ltm_neighbour_decay (0: not brought in).
+    ltm_neighbour_decay: float = 0.75
     # Recall: the vote a fact whose text names a date gets when the question asks about time
     # ("when", "what year", "how long ago"); 0 turns it off (memory.time_intent).
     ltm_time_intent_weight: float = 0.25
+    # Recall: a question's words that more than this share of the scope's facts contain (the
+    # user's own name) are left out of the question's embedding; 0 embeds it whole
+    # (memory.common_words).
+    ltm_common_word_share: float = 0.2
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""
@@ -133,12 +140,14 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "ltm_top_k": (1, 100),
     "ltm_score_threshold": (0.0, 1.0),
     "ltm_time_intent_weight": (0.0, 1.0),
+    "ltm_common_word_share": (0.0, 1.0),
     "ltm_retention_days": (1, None),
     "max_facts_per_scope": (1, 1_000_000),
     "ltm_link_threshold": (0.0, 1.0),
     "ltm_links_per_fact": (0, 100),
     "ltm_link_decay": (0.0, 1.0),
     "ltm_link_seeds": (0, 100),
+    "ltm_neighbour_decay": (0.0, 1.0),
     "max_message_bytes": (1024, 16 * 1024 * 1024),
     "max_messages_per_append": (1, 100_000),
     "max_request_bytes": (64 * 1024, 1024 * 1024 * 1024),

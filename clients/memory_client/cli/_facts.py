@@ -192,6 +192,7 @@ def _add_fact(client: MemoryClient, args: Namespace) -> pb.AddFactResponse:
         text=text_of(args.text),
         kind=args.kind,
         valid_time=args.valid_time,
+        conversation_id=args.conversation_id,
     )
 
 

@@ -247,6 +247,12 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         metavar="TIME",
         help="true since TIME (ISO-8601 with timezone; default now)",
     )
+    p.add_argument(
+        "--conversation-id",
+        default="",
+        metavar="ID",
+        help="the conversation it was said in (provenance; recall brings in its neighbours)",
+    )
 
     p = add(fact_commands, "update", facts.update, "supersede a fact with new text")
     _scope(p)

@@ -1388,11 +1388,17 @@ class AddFactRequest(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     VALID_TIME_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     username: _builtins.str
     graphname: _builtins.str
     text: _builtins.str
     kind: _builtins.str
     """preference | decision | goal | identity | other (default other)"""
+    conversation_id: _builtins.str
+    """Optional provenance: the conversation the fact was said in (an import's conversation).
+    Recall brings in the facts said just before and after a hit in the same conversation
+    (README "Neighbours"); empty means none.
+    """
     @_builtins.property
     def valid_time(self) -> _timestamp_pb2.Timestamp:
         """Optional: when the fact became true (its valid_from; an import's original time); time
@@ -1407,10 +1413,11 @@ class AddFactRequest(_message.Message):
         text: _builtins.str = ...,
         kind: _builtins.str = ...,
         valid_time: _timestamp_pb2.Timestamp | None = ...,
+        conversation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["valid_time", b"valid_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["graphname", b"graphname", "kind", b"kind", "text", b"text", "username", b"username", "valid_time", b"valid_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "graphname", b"graphname", "kind", b"kind", "text", b"text", "username", b"username", "valid_time", b"valid_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

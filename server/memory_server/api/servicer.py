@@ -321,7 +321,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def AddFact(self, call: Call[pb.AddFactRequest]) -> pb.AddFactResponse:
         text = v.short_text("text", call.content("text").strip(), MAX_FACT_CHARS)
         kind = c.fact_kind(call.request.kind) or FactKind.OTHER
-        change = await self._ltm.add_fact(call.scope, text, kind, call.time("valid_time"))
+        change = await self._ltm.add_fact(
+            call.scope,
+            text,
+            kind,
+            call.time("valid_time"),
+            conversation_id=call.id("conversation_id", required=False),
+        )
         return pb.AddFactResponse(fact=await self._fact_version(call.scope, change.fact_id))
 
     @rpc

@@ -7,9 +7,18 @@ scores below its source:
 
     score(linked) = score(source) * decay * cosine(link)
 
-so it never outranks what brought it in; a fact found both ways keeps its better score. The
-linked versions come from one query that already filtered them (and the links) by the as-of
-point, so expansion, like the signals, filters before it ranks. `decay` = 0 turns it off.
+so it never outranks what brought it in; a fact found both ways keeps its better score.
+
+The same hits also bring in their neighbours: the facts said just before and just after them in
+the same conversation (provenance; README "Neighbours"), at
+
+    score(neighbour) = score(source) * neighbour_decay
+
+A question's answer is often said next to what the question shares words with: "What did
+Melanie paint?" finds Caroline's "that painting of yours is lovely", and Melanie's reply before
+it says what she painted. Links and neighbours come from one query that already filtered them
+(and the links) by the as-of point, so expansion, like the signals, filters before it ranks.
+`decay` = 0 stops following links, `neighbour_decay` = 0 stops bringing in neighbours.
 """
 
 from __future__ import annotations
@@ -25,11 +34,16 @@ from memory_server.memory.recall import ScoredFact
 class ExpandSettings:
     # Measured on the LoCoMo dev split (bench/locomo_links.py, bench/README.md).
     decay: float = 0.9
-    seeds: int = 5  # the best hits whose links are followed
+    seeds: int = 5  # the best hits whose links (and neighbours) are followed
+    neighbour_decay: float = 0.0
 
     @property
     def enabled(self) -> bool:
-        return self.decay > 0 and self.seeds > 0
+        return (self.decay > 0 or self.neighbour_decay > 0) and self.seeds > 0
+
+    @property
+    def neighbours(self) -> bool:
+        return self.neighbour_decay > 0 and self.seeds > 0
 
 
 def seeds(ranked: Sequence[ScoredFact], settings: ExpandSettings) -> list[str]:
@@ -52,7 +66,12 @@ def expand(
     for link in linked:
         if link.from_version_id not in source:
             continue
-        score = source[link.from_version_id] * settings.decay * max(0.0, link.score)
+        if not link.neighbour and settings.decay <= 0:
+            continue  # links not followed (the query still brought them)
+        if link.neighbour:
+            score = source[link.from_version_id] * settings.neighbour_decay
+        else:
+            score = source[link.from_version_id] * settings.decay * max(0.0, link.score)
         vid = link.version.version_id
         direct = best.get(vid)
         if score >= threshold and (direct is None or direct.score < score):

@@ -16,8 +16,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TypeVar
 
 from memory_server.memory.background import finish_or_cancel
+from memory_server.memory.common_words import MIN_FACTS, without, words
 from memory_server.memory.errors import NotFound, Unavailable
 from memory_server.memory.event_time import asked_when, said_when
 from memory_server.memory.expand import ExpandSettings, expand, seeds
@@ -56,6 +58,8 @@ from memory_server.memory.seen import SeenRecorder
 from memory_server.memory.time_intent import dated_vote
 
 log = logging.getLogger(__name__)
+A = TypeVar("A")
+B = TypeVar("B")
 
 # Back-off of background learning while the database is unavailable (about 15 s in all).
 _LEARN_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -76,6 +80,9 @@ class LtmSettings:
     expansion: ExpandSettings = ExpandSettings()
     # The vote a dated fact gets when the question asks about time (memory.time_intent).
     time_intent_weight: float = 0.0
+    # A question's words that more than this share of the scope's facts contain are left out
+    # of what the vector signal embeds (memory.common_words); 0 embeds the question whole.
+    common_word_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +95,20 @@ class LearnInput:
     # When the user said it (the stored message's created_at; an import keeps the original):
     # what is learned is valid from then, and "yesterday" in it is the day before.
     said_at: datetime | None = None
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Both results; if either fails, the other is cancelled (and awaited) and the error
+    propagates."""
+    a = asyncio.ensure_future(first)
+    b = asyncio.ensure_future(second)
+    try:
+        return await a, await b
+    except BaseException:
+        for task in (a, b):
+            task.cancel()
+        await asyncio.gather(a, b, return_exceptions=True)
+        raise
 
 
 def recalled(version: FactVersion, score: float, *, standing: bool = False) -> RecalledFact:
@@ -187,10 +208,16 @@ class LongTermMemory:
         followed = seeds(ranked, self._expansion)
         if not followed:
             return ranked[:top_k]
-        linked = await self._store.linked(scope, followed, as_of)
+        linked = await self._store.linked(
+            scope, followed, as_of, neighbours=self._expansion.neighbours
+        )
         return expand(ranked, linked, self._expansion, top_k=top_k, threshold=threshold)
 
     async def _vector_hits(self, scope: Scope, query: str, as_of: AsOf) -> dict[str, float]:
+        share = self._settings.common_word_share
+        if share > 0:
+            common = await self._store.common_words(scope, words(query), share, MIN_FACTS, as_of)
+            query = without(query, common)
         [vector] = await self._embedder.embed([query])
         hits = await self._index.search(scope.scope_hash, vector, _CANDIDATES_PER_SIGNAL, as_of)
         return {h.version_id: h.cosine for h in hits}
@@ -202,9 +229,12 @@ class LongTermMemory:
             return LongTermSection()
         top_k = self._settings.top_k
         try:
-            standing = await self._store.standing(scope, top_k)
-            found = await self.search(
-                scope, question, top_k=_CANDIDATES_PER_SIGNAL, threshold=0.0, as_of=AsOf()
+            # Both at once: the standing instructions do not depend on the question.
+            standing, found = await _both(
+                self._store.standing(scope, top_k),
+                self.search(
+                    scope, question, top_k=_CANDIDATES_PER_SIGNAL, threshold=0.0, as_of=AsOf()
+                ),
             )
         except Exception as exc:
             log.warning("long-term recall degraded: %s", type(exc).__name__)
@@ -395,11 +425,18 @@ class LongTermMemory:
     # --- manual operations -------------------------------------------------------------------
 
     async def add_fact(
-        self, scope: Scope, text: str, kind: FactKind, valid_from: datetime | None = None
+        self,
+        scope: Scope,
+        text: str,
+        kind: FactKind,
+        valid_from: datetime | None = None,
+        *,
+        conversation_id: str = "",
     ) -> AppliedChange:
-        """Adds the fact, valid from `valid_from` (now when None), unless a live fact has the
-        same normalised text: then that one is returned (NONE) and nothing is written, however
-        many servers are asked at once."""
+        """Adds the fact, valid from `valid_from` (now when None) and said in `conversation_id`
+        (provenance; empty: none), unless a live fact has the same normalised text: then that
+        one is returned (NONE) and nothing is written, however many servers are asked at
+        once."""
         [candidate] = await said_when([Candidate(text, kind)], valid_from, self._events)
         decisions = [ReconciledCandidate(Decision.ADD, candidate)]
         [applied] = await self._executor.run(
@@ -407,7 +444,7 @@ class LongTermMemory:
             lambda: self._apply(
                 scope,
                 decisions,
-                Provenance(extractor=MANUAL),
+                Provenance(conversation_id, extractor=MANUAL),
                 lambda live: revalidate(decisions, live),
             ),
         )

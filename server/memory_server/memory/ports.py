@@ -338,11 +338,13 @@ class VectorIndex(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LinkedVersion:
-    """A version reached by following one link from `from_version_id`."""
+    """A version reached by following one link from `from_version_id`, or (`neighbour`) said
+    just before or after it in the same conversation (score 1)."""
 
     from_version_id: str
     version: FactVersion
     score: float
+    neighbour: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +382,13 @@ class FactStore(Protocol):
         self, scope: Scope, query: str, k: int, as_of: AsOf
     ) -> list[tuple[str, float]]: ...
 
+    async def common_words(
+        self, scope: Scope, words: Sequence[str], share: float, at_least: int, as_of: AsOf
+    ) -> set[str]:
+        """Those of `words` that more than `share` of the scope's versions believed at
+        `as_of`, and at least `at_least` of them, contain (stemmed as `lexical` stems them)."""
+        ...
+
     async def list_facts(
         self, scope: Scope, as_of: AsOf, limit: int, offset: int
     ) -> list[FactVersion]: ...
@@ -407,11 +416,12 @@ class FactStore(Protocol):
     async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]: ...
 
     async def linked(
-        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf
+        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf, *, neighbours: bool = False
     ) -> list[LinkedVersion]:
         """One query: the versions linked to any of `version_ids` by a link believed at
-        `as_of`'s transaction time, each believed itself at `as_of` (filtered before anyone
-        ranks them)."""
+        `as_of`'s transaction time and, with `neighbours`, the versions of each one's
+        conversation said just before and just after it; each believed itself at `as_of`
+        (filtered before anyone ranks them)."""
         ...
 
     async def live_links(self, scope: Scope, version_ids: Sequence[str]) -> list[FactLink]:

@@ -25,7 +25,7 @@ class FactLinks:
     _pool: asyncpg.Pool
 
     async def linked(
-        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf
+        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf, *, neighbours: bool = False
     ) -> list[LinkedVersion]:
         if not version_ids:
             return []
@@ -33,25 +33,48 @@ class FactLinks:
         # seed when PostgreSQL switches the prepared statement to its generic plan (a join
         # with the unnested array became a scan of fact_links there, 10-30x slower).
         believed = _LINK_BELIEVED.format(t="$5::timestamptz")
+        believed_v = BELIEVED.format(v="$4::timestamptz", t="$5::timestamptz")
+        # A seed's neighbours: the versions of its conversation said just before and just
+        # after it, the nearest believed at as-of on each side (fact_versions_by_conversation,
+        # migration 0007). `n` is fact_versions under another alias, so BELIEVED applies.
+        nearest = """(SELECT v.id FROM fact_versions v
+                       WHERE v.scope_id = s.scope_id AND v.conversation_id = s.conversation_id
+                         AND (v.valid_from, v.recorded_at, v.id) {op}
+                             (s.valid_from, s.recorded_at, s.id)
+                         AND {believed_v}
+                       ORDER BY v.valid_from {order}, v.recorded_at {order}, v.id {order}
+                       LIMIT 1)"""
+        before = nearest.format(op="<", order="DESC", believed_v=believed_v)
+        after = nearest.format(op=">", order="ASC", believed_v=believed_v)
         rows = await self._pool.fetch(
-            f"""SELECT e.seed, e.score, {VERSION_COLUMNS}
-                FROM (SELECT l.source_version_id AS seed, l.target_version_id AS other, l.score
+            f"""SELECT e.seed, e.score, e.neighbour, {VERSION_COLUMNS}
+                FROM (SELECT l.source_version_id AS seed, l.target_version_id AS other, l.score,
+                             false AS neighbour
                       FROM fact_links l
                       WHERE l.source_version_id = ANY($3::uuid[]) AND {believed}
                       UNION ALL
-                      SELECT l.target_version_id, l.source_version_id, l.score
+                      SELECT l.target_version_id, l.source_version_id, l.score, false
                       FROM fact_links l
-                      WHERE l.target_version_id = ANY($3::uuid[]) AND {believed}) e
+                      WHERE l.target_version_id = ANY($3::uuid[]) AND {believed}
+                      UNION ALL
+                      SELECT s.id, n.id, 1.0::float8, true
+                      FROM fact_versions s
+                      CROSS JOIN LATERAL ({before} UNION ALL {after}) n
+                      WHERE $6 AND s.id = ANY($3::uuid[]) AND s.scope_id = {SCOPE_ID}
+                        AND s.conversation_id <> '') e
                 JOIN fact_versions v ON v.id = e.other
-                WHERE v.scope_id = {SCOPE_ID}
-                  AND {BELIEVED.format(v="$4::timestamptz", t="$5::timestamptz")}""",
+                WHERE v.scope_id = {SCOPE_ID} AND {believed_v}""",
             scope.username,
             scope.graphname,
             [uuid.UUID(i) for i in version_ids],
             as_of.valid_time,
             as_of.transaction_time,
+            neighbours,
         )
-        return [LinkedVersion(str(r["seed"]), read_version(r), float(r["score"])) for r in rows]
+        return [
+            LinkedVersion(str(r["seed"]), read_version(r), float(r["score"]), r["neighbour"])
+            for r in rows
+        ]
 
     async def live_links(self, scope: Scope, version_ids: Sequence[str]) -> list[FactLink]:
         if not version_ids:

@@ -1,0 +1,161 @@
+"""A question's common words (those in more than ltm_common_word_share of the scope's facts, and
+in at least MIN_FACTS of them) are left out of the text recall embeds; the lexical signal still
+sees the whole question. Real PostgreSQL (its English stemmer decides what a word is), the
+embedder double recording exactly what the server embedded, and the real MiniLM embedder for
+the ranking it changes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from memory_client.v1 import memory_pb2 as pb
+from memory_server.memory.common_words import MIN_FACTS, without, words
+
+from conftest import RunningServer, ServerFactory, assert_eventually
+from fake_openai import FakeEmbeddings
+
+# Twelve facts that all name Caroline, two that name Melanie.
+CAROLINE = [
+    f"Caroline: {text}"
+    for text in (
+        "I went to the LGBTQ support group yesterday",
+        "I'm thinking about adopting a child",
+        "my mentor helped me a lot this year",
+        "we had a picnic by the river",
+        "I started a new counseling course",
+        "the conference was inspiring",
+        "I read a great book about identity",
+        "my friends threw me a birthday party",
+        "I volunteer at the shelter on weekends",
+        "I love hiking in the mountains",
+        "my grandma gave me a necklace",
+        "I spoke at my school about transgender rights",
+    )
+]
+MELANIE = [
+    "Melanie: I painted a sunrise over the lake last week",
+    "Melanie: my kids loved the dinosaur exhibit",
+]
+FACTS = frozenset(CAROLINE + MELANIE)
+QUESTION = "What did Caroline's friend Melanie paint?"
+
+
+def test_words_and_without() -> None:
+    assert words("What did Caroline's friend paint, Caroline?") == [
+        "What",
+        "did",
+        "Caroline's",
+        "friend",
+        "paint",
+        "Caroline",
+    ]
+    assert without(QUESTION, {"Caroline's"}) == "What did friend Melanie paint?"
+    assert without("Caroline?", {"Caroline"}) == "Caroline?"  # nothing would be left
+    assert without(QUESTION, set()) == QUESTION
+    assert len(words(" ".join(f"w{i}" for i in range(500)))) == 64
+
+
+async def _embedded_queries(
+    memory: RunningServer, fake: FakeEmbeddings, scope: dict[str, str], query: str, **kw: object
+) -> list[str]:
+    before = len(fake.requests)
+    await memory.stub.SearchFacts(
+        pb.SearchFactsRequest(**scope, query=query, top_k=5, threshold=0, **kw)  # type: ignore[arg-type]
+    )
+    # The outbox embeds the facts meanwhile, through the same endpoint.
+    return [t for r in fake.requests[before:] for t in r["body"]["input"] if t not in FACTS]
+
+
+@pytest.fixture
+async def remote(
+    start_server: ServerFactory, fresh_database_url: str, fake_embeddings: FakeEmbeddings
+) -> RunningServer:
+    return await start_server(
+        database_url=fresh_database_url,
+        embedding_base_url=fake_embeddings.base_url,
+        embedding_model="fake-embed",
+        embedding_dimension=fake_embeddings.dimension,
+        embedding_cache_size=0,
+        fact_extract_async=False,
+    )
+
+
+async def test_the_question_is_embedded_without_the_scopes_common_words(
+    remote: RunningServer, fake_embeddings: FakeEmbeddings, scope: dict[str, str]
+) -> None:
+    # Below MIN_FACTS facts nothing is common: the question is embedded whole.
+    for text in CAROLINE[: MIN_FACTS - 1]:
+        await remote.stub.AddFact(pb.AddFactRequest(**scope, text=text))
+    assert await _embedded_queries(remote, fake_embeddings, scope, QUESTION) == [QUESTION]
+    added_at = datetime.now(UTC)
+    for text in CAROLINE[MIN_FACTS - 1 :] + MELANIE:
+        await remote.stub.AddFact(pb.AddFactRequest(**scope, text=text))
+    # 12 of 14 facts hold "carolin" (stemmed: "Caroline's" is the same word); "Melanie" is
+    # in 2, "friend" in 1, "paint" in 1.
+    assert await _embedded_queries(remote, fake_embeddings, scope, QUESTION) == [
+        "What did friend Melanie paint?"
+    ]
+    assert await _embedded_queries(remote, fake_embeddings, scope, "Caroline sunrise") == [
+        "sunrise"
+    ]
+    # As of a time when only nine facts were believed: nothing is common then.
+    earlier = Timestamp()
+    earlier.FromDatetime(added_at - timedelta(milliseconds=1))
+    got = await _embedded_queries(
+        remote,
+        fake_embeddings,
+        scope,
+        "Caroline sunrise",
+        as_of_transaction_time=earlier,
+    )
+    assert got == ["Caroline sunrise"]
+
+
+async def test_share_zero_embeds_the_question_whole(
+    start_server: ServerFactory,
+    fresh_database_url: str,
+    fake_embeddings: FakeEmbeddings,
+    scope: dict[str, str],
+) -> None:
+    memory = await start_server(
+        database_url=fresh_database_url,
+        embedding_base_url=fake_embeddings.base_url,
+        embedding_model="fake-embed",
+        embedding_dimension=fake_embeddings.dimension,
+        embedding_cache_size=0,
+        fact_extract_async=False,
+        ltm_common_word_share=0,
+    )
+    for text in CAROLINE + MELANIE:
+        await memory.stub.AddFact(pb.AddFactRequest(**scope, text=text))
+    assert await _embedded_queries(memory, fake_embeddings, scope, QUESTION) == [QUESTION]
+    sent = json.dumps([r["body"] for r in fake_embeddings.requests])
+    assert "What did friend Melanie paint?" not in sent
+
+
+async def test_the_lexical_signal_still_weighs_the_common_word(
+    memory: RunningServer, scope: dict[str, str]
+) -> None:
+    # The real embedder: "Caroline" is left out of the embedding, and a fact that matches the
+    # question only by it keeps its (small) lexical vote.
+    for text in CAROLINE + MELANIE:
+        await memory.stub.AddFact(pb.AddFactRequest(**scope, text=text))
+
+    outbox = memory.server.outbox
+    assert outbox is not None
+    outbox.notify()
+
+    async def indexed() -> bool:
+        return (await outbox.status())[0] == 0
+
+    await assert_eventually(indexed, timeout_s=60.0, what="the vector index caught up")
+    found = await memory.stub.SearchFacts(
+        pb.SearchFactsRequest(**scope, query="Caroline sunrise painting", top_k=14, threshold=0)
+    )
+    by_text = {r.fact.text: r for r in found.results}
+    assert found.results[0].fact.text == MELANIE[0]
+    assert all(by_text[t].lexical_score > 0 for t in CAROLINE if t in by_text)

@@ -188,8 +188,14 @@ async def drive_floor(opts: RecallOptions) -> None:
     index = PgVectorIndex(pool, 384)
     backend = MiniLMBackend()
     try:
+        # No cache: the phases cycle through 64 questions, so a cache would answer all but the
+        # first 64 and the floor would no longer hold an embedding (recall_turns runs the server
+        # without one too).
         async with EmbeddingPool(
-            backend, max_batch=s.embedding_batch_size, max_wait_ms=s.embedding_max_wait_ms
+            backend,
+            max_batch=s.embedding_batch_size,
+            max_wait_ms=s.embedding_max_wait_ms,
+            cache_size=0,
         ) as embedder:
             await embedder.embed(["load the model before the clock starts"])
             await index.search(scopes[0].scope_hash, [0.0] * 383 + [1.0], 1, AsOf())

@@ -15,7 +15,12 @@ flat region of a sweep on LoCoMo's dev split (bench/README.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Collection
+
+from memory_server.memory.identity import Scope
+from memory_server.memory.ports import AsOf, FactStore
 
 # A word as typed: letters or digits, with inner apostrophes and hyphens ("Caroline's").
 _WORD = re.compile(r"[^\W_](?:[\w'’-]*[^\W_])?")
@@ -39,3 +44,64 @@ def without(question: str, common: Collection[str]) -> str:
     kept = _WORD.sub(lambda m: "" if m.group(0) in common else m.group(0), question)
     kept = re.sub(r"\s+", " ", kept).strip()
     return kept if _WORD.search(kept) else question
+
+
+class CommonWords:
+    """The question recall embeds, without the scope's common words.
+
+    For a search as of now (every turn's recall), the scope's common lexemes are read once and
+    kept for CACHE_TTL_S, or until this server changes the scope's facts (`forget`); then a
+    question costs one small query that stems its words, or none when the scope has no common
+    word. Another server's writes are seen within CACHE_TTL_S: a common word is common in
+    hundreds of facts, so a few facts more or less rarely change it. A search as of another
+    time asks the database for that point (`FactStore.common_words`)."""
+
+    CACHE_TTL_S = 30.0
+    MAX_SCOPES = 4096
+
+    def __init__(
+        self,
+        store: FactStore,
+        share: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._share = share
+        self._clock = clock
+        self._scopes: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
+
+    async def question(self, scope: Scope, question: str, as_of: AsOf) -> str:
+        if self._share <= 0:
+            return question
+        tokens = words(question)
+        if not tokens:
+            return question
+        if as_of != AsOf():
+            common = await self._store.common_words(scope, tokens, self._share, MIN_FACTS, as_of)
+            return without(question, common)
+        lexemes = await self._scope_lexemes(scope)
+        if not lexemes:
+            return question
+        stems = await self._store.lexemes_of(tokens)
+        return without(
+            question, {t for t in tokens if stems.get(t) and lexemes.issuperset(stems[t])}
+        )
+
+    def forget(self, scope: Scope) -> None:
+        """This server changed the scope's facts: read its common lexemes again next time."""
+        self._scopes.pop(scope.scope_hash, None)
+
+    async def _scope_lexemes(self, scope: Scope) -> frozenset[str]:
+        key = scope.scope_hash
+        now = self._clock()
+        kept = self._scopes.get(key)
+        if kept is not None and now - kept[0] < self.CACHE_TTL_S:
+            self._scopes.move_to_end(key)
+            return kept[1]
+        found = frozenset(await self._store.common_lexemes(scope, self._share, MIN_FACTS))
+        self._scopes[key] = (now, found)
+        self._scopes.move_to_end(key)
+        while len(self._scopes) > self.MAX_SCOPES:
+            self._scopes.popitem(last=False)
+        return found

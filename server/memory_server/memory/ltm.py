@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from memory_server.memory.background import finish_or_cancel
-from memory_server.memory.common_words import MIN_FACTS, without, words
+from memory_server.memory.common_words import CommonWords
 from memory_server.memory.errors import NotFound, Unavailable
 from memory_server.memory.event_time import asked_when, said_when
 from memory_server.memory.expand import ExpandSettings, expand, seeds
@@ -150,6 +150,7 @@ class LongTermMemory:
         self._executor = executor
         self._settings = settings
         self._expansion = settings.expansion
+        self._common_words = CommonWords(store, settings.common_word_share)
         self._on_change = on_change
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -214,10 +215,7 @@ class LongTermMemory:
         return expand(ranked, linked, self._expansion, top_k=top_k, threshold=threshold)
 
     async def _vector_hits(self, scope: Scope, query: str, as_of: AsOf) -> dict[str, float]:
-        share = self._settings.common_word_share
-        if share > 0:
-            common = await self._store.common_words(scope, words(query), share, MIN_FACTS, as_of)
-            query = without(query, common)
+        query = await self._common_words.question(scope, query, as_of)
         [vector] = await self._embedder.embed([query])
         hits = await self._index.search(scope.scope_hash, vector, _CANDIDATES_PER_SIGNAL, as_of)
         return {h.version_id: h.cosine for h in hits}
@@ -411,6 +409,7 @@ class LongTermMemory:
             max_live=self._settings.max_facts_per_scope,
             revise=None if revise is None else lambda live: standing(revise(live)),
         )
+        self._common_words.forget(scope)
         for change in applied:
             self._telemetry.fact_decision(change.decision.value)
         if any(c.decision is not Decision.NONE for c in applied):
@@ -477,6 +476,7 @@ class LongTermMemory:
                 max_live=self._settings.max_facts_per_scope,
                 ended=ended,
             )
+            self._common_words.forget(scope)
             self._telemetry.fact_decision(Decision.DELETE.value)
             self._on_change()
 
@@ -494,6 +494,7 @@ class LongTermMemory:
             return await self._store.forget_scope(scope, include_messages=include_messages)
 
         counts = await self._executor.run(scope, job)
+        self._common_words.forget(scope)
         self._on_change()
         return counts
 

@@ -389,6 +389,15 @@ class FactStore(Protocol):
         `as_of`, and at least `at_least` of them, contain (stemmed as `lexical` stems them)."""
         ...
 
+    async def common_lexemes(self, scope: Scope, share: float, at_least: int) -> set[str]:
+        """The stemmed words that more than `share` of the scope's live facts, and at least
+        `at_least` of them, contain."""
+        ...
+
+    async def lexemes_of(self, words: Sequence[str]) -> dict[str, list[str]]:
+        """Each word's lexemes as `lexical` stems them."""
+        ...
+
     async def list_facts(
         self, scope: Scope, as_of: AsOf, limit: int, offset: int
     ) -> list[FactVersion]: ...

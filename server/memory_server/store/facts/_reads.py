@@ -172,6 +172,38 @@ class FactReads:
         )
         return {str(r["tok"]) for r in rows}
 
+    async def common_lexemes(self, scope: Scope, share: float, at_least: int) -> set[str]:
+        """The stemmed words that more than `share` of the scope's live facts, and at least
+        `at_least` of them, contain (what `common_words` asks per question, for the whole scope
+        at once, so that a server can keep it for a while)."""
+        rows = await self._pool.fetch(
+            f"""
+            WITH live AS MATERIALIZED (
+                SELECT v.lexemes FROM fact_versions v WHERE v.scope_id = {SCOPE_ID} AND {LIVE}
+            ),
+            n AS (SELECT count(*)::float8 AS n FROM live)
+            SELECT w FROM live, unnest(tsvector_to_array(live.lexemes)) w, n
+            GROUP BY w, n.n
+            HAVING count(*) > $3 * n.n AND count(*) >= $4
+            """,
+            scope.username,
+            scope.graphname,
+            share,
+            at_least,
+        )
+        return {str(r["w"]) for r in rows}
+
+    async def lexemes_of(self, words: Sequence[str]) -> dict[str, list[str]]:
+        """Each word's lexemes as the lexical signal stems them (none for a stop word)."""
+        if not words:
+            return {}
+        rows = await self._pool.fetch(
+            """SELECT tok, tsvector_to_array(to_tsvector('english', tok)) AS lx
+               FROM unnest($1::text[]) tok""",
+            list(dict.fromkeys(words)),
+        )
+        return {str(r["tok"]): list(r["lx"]) for r in rows}
+
     async def list_facts(
         self, scope: Scope, as_of: AsOf, limit: int, offset: int
     ) -> list[FactVersion]:

@@ -54,7 +54,7 @@ class CommonWords:
     question costs one small query that stems its words, or none when the scope has no common
     word. Another server's writes are seen within CACHE_TTL_S: a common word is common in
     hundreds of facts, so a few facts more or less rarely change it. A search as of another
-    time asks the database for that point (`FactStore.common_words`)."""
+    time asks the database for the words common at that point, uncached."""
 
     CACHE_TTL_S = 30.0
     MAX_SCOPES = 4096
@@ -77,10 +77,7 @@ class CommonWords:
         tokens = words(question)
         if not tokens:
             return question
-        if as_of != AsOf():
-            common = await self._store.common_words(scope, tokens, self._share, MIN_FACTS, as_of)
-            return without(question, common)
-        lexemes = await self._scope_lexemes(scope)
+        lexemes = await self._scope_lexemes(scope, as_of)
         if not lexemes:
             return question
         stems = await self._store.lexemes_of(tokens)
@@ -92,14 +89,16 @@ class CommonWords:
         """This server changed the scope's facts: read its common lexemes again next time."""
         self._scopes.pop(scope.scope_hash, None)
 
-    async def _scope_lexemes(self, scope: Scope) -> frozenset[str]:
+    async def _scope_lexemes(self, scope: Scope, as_of: AsOf) -> frozenset[str]:
+        if as_of != AsOf():
+            return frozenset(await self._store.common_lexemes(scope, self._share, MIN_FACTS, as_of))
         key = scope.scope_hash
         now = self._clock()
         kept = self._scopes.get(key)
         if kept is not None and now - kept[0] < self.CACHE_TTL_S:
             self._scopes.move_to_end(key)
             return kept[1]
-        found = frozenset(await self._store.common_lexemes(scope, self._share, MIN_FACTS))
+        found = frozenset(await self._store.common_lexemes(scope, self._share, MIN_FACTS, as_of))
         self._scopes[key] = (now, found)
         self._scopes.move_to_end(key)
         while len(self._scopes) > self.MAX_SCOPES:

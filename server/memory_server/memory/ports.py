@@ -382,16 +382,11 @@ class FactStore(Protocol):
         self, scope: Scope, query: str, k: int, as_of: AsOf
     ) -> list[tuple[str, float]]: ...
 
-    async def common_words(
-        self, scope: Scope, words: Sequence[str], share: float, at_least: int, as_of: AsOf
+    async def common_lexemes(
+        self, scope: Scope, share: float, at_least: int, as_of: AsOf
     ) -> set[str]:
-        """Those of `words` that more than `share` of the scope's versions believed at
-        `as_of`, and at least `at_least` of them, contain (stemmed as `lexical` stems them)."""
-        ...
-
-    async def common_lexemes(self, scope: Scope, share: float, at_least: int) -> set[str]:
-        """The stemmed words that more than `share` of the scope's live facts, and at least
-        `at_least` of them, contain."""
+        """The stemmed words that more than `share` of the scope's versions believed at
+        `as_of`, and at least `at_least` of them, contain."""
         ...
 
     async def lexemes_of(self, words: Sequence[str]) -> dict[str, list[str]]:

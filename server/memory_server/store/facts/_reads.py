@@ -119,70 +119,21 @@ class FactReads:
         )
         return [(str(r["id"]), float(r["coverage"])) for r in rows]
 
-    async def common_words(
-        self, scope: Scope, words: Sequence[str], share: float, at_least: int, as_of: AsOf
+    async def common_lexemes(
+        self, scope: Scope, share: float, at_least: int, as_of: AsOf
     ) -> set[str]:
-        """Those of `words` (a query's tokens, as typed) that more than `share` of the scope's
-        versions believed at `as_of`, and at least `at_least` of them, contain, stemmed as the
-        lexical signal stems them: a word nearly every fact holds (the user's own name) says
-        nothing about which fact is meant. A token of several lexemes ("ice-cream") is common
-        only if each of them is."""
-        if not words:
-            return set()
+        """The stemmed words (as the lexical signal stems them) that more than `share` of the
+        scope's versions believed at `as_of`, and at least `at_least` of them, contain: a word
+        nearly every fact holds (the user's own name) says nothing about which fact is meant."""
         believed = BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")
         rows = await self._pool.fetch(
             f"""
-            WITH t AS MATERIALIZED (
-                SELECT tok, tsvector_to_array(to_tsvector('english', tok)) AS lx
-                FROM unnest($3::text[]) tok
-            ),
-            w AS (SELECT ARRAY(SELECT DISTINCT unnest(lx) FROM t) AS words),
-            q AS MATERIALIZED (
-                SELECT words,
-                       CASE WHEN cardinality(words) > 0
-                            THEN to_tsquery('english', array_to_string(words, ' | ')) END AS tsq
-                FROM w
-            ),
-            scoped AS MATERIALIZED (
+            WITH scoped AS MATERIALIZED (
                 SELECT v.lexemes FROM fact_versions v
                 WHERE v.scope_id = {SCOPE_ID} AND {believed}
             ),
-            n AS (SELECT count(*)::float8 AS n FROM scoped),
-            matched AS MATERIALIZED (
-                SELECT ARRAY(SELECT x FROM unnest(q.words) x
-                             WHERE x = ANY(tsvector_to_array(s.lexemes))) AS hits
-                FROM scoped s, q WHERE s.lexemes @@ q.tsq
-            ),
-            df AS (
-                SELECT x AS w, (SELECT count(*) FROM matched m WHERE x = ANY(m.hits)) AS df
-                FROM q, unnest(q.words) x
-            )
-            SELECT t.tok FROM t, n
-            WHERE cardinality(t.lx) > 0 AND n.n > 0
-              AND (SELECT min(df.df) FROM df WHERE df.w = ANY(t.lx)) > $4 * n.n
-              AND (SELECT min(df.df) FROM df WHERE df.w = ANY(t.lx)) >= $7
-            """,
-            scope.username,
-            scope.graphname,
-            list(dict.fromkeys(words)),
-            share,
-            as_of.valid_time,
-            as_of.transaction_time,
-            at_least,
-        )
-        return {str(r["tok"]) for r in rows}
-
-    async def common_lexemes(self, scope: Scope, share: float, at_least: int) -> set[str]:
-        """The stemmed words that more than `share` of the scope's live facts, and at least
-        `at_least` of them, contain (what `common_words` asks per question, for the whole scope
-        at once, so that a server can keep it for a while)."""
-        rows = await self._pool.fetch(
-            f"""
-            WITH live AS MATERIALIZED (
-                SELECT v.lexemes FROM fact_versions v WHERE v.scope_id = {SCOPE_ID} AND {LIVE}
-            ),
-            n AS (SELECT count(*)::float8 AS n FROM live)
-            SELECT w FROM live, unnest(tsvector_to_array(live.lexemes)) w, n
+            n AS (SELECT count(*)::float8 AS n FROM scoped)
+            SELECT w FROM scoped, unnest(tsvector_to_array(scoped.lexemes)) w, n
             GROUP BY w, n.n
             HAVING count(*) > $3 * n.n AND count(*) >= $4
             """,
@@ -190,6 +141,8 @@ class FactReads:
             scope.graphname,
             share,
             at_least,
+            as_of.valid_time,
+            as_of.transaction_time,
         )
         return {str(r["w"]) for r in rows}
 

@@ -164,6 +164,19 @@ async def assert_eventually(
         await asyncio.sleep(0.05)
 
 
+async def outbox_caught_up(memory: RunningServer, timeout_s: float = 60.0) -> None:
+    """Waits until the server's outbox has moved every committed change into the vector index
+    (the first embedding loads the model: on a busy machine that takes a while)."""
+    outbox = memory.server.outbox
+    assert outbox is not None
+    outbox.notify()
+
+    async def caught_up() -> bool:
+        return (await outbox.status())[0] == 0
+
+    await assert_eventually(caught_up, timeout_s=timeout_s, what="the vector index caught up")
+
+
 async def all_messages(
     stub: pb_grpc.MemoryServiceStub, scope: dict[str, str], conversation_id: str
 ) -> list[pb.Message]:

@@ -15,7 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.memory.common_words import MIN_FACTS, without, words
 
-from conftest import RunningServer, ServerFactory, assert_eventually
+from conftest import RunningServer, ServerFactory, outbox_caught_up
 from fake_openai import FakeEmbeddings
 
 # Twelve facts that all name Caroline, two that name Melanie.
@@ -145,14 +145,7 @@ async def test_the_lexical_signal_still_weighs_the_common_word(
     for text in CAROLINE + MELANIE:
         await memory.stub.AddFact(pb.AddFactRequest(**scope, text=text))
 
-    outbox = memory.server.outbox
-    assert outbox is not None
-    outbox.notify()
-
-    async def indexed() -> bool:
-        return (await outbox.status())[0] == 0
-
-    await assert_eventually(indexed, timeout_s=60.0, what="the vector index caught up")
+    await outbox_caught_up(memory)
     found = await memory.stub.SearchFacts(
         pb.SearchFactsRequest(**scope, query="Caroline sunrise painting", top_k=14, threshold=0)
     )

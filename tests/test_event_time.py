@@ -15,7 +15,7 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_server.memory.recall import fuse
 from memory_server.tokens import TiktokenCounter
 
-from conftest import RunningServer, ServerFactory, assert_eventually, new_id
+from conftest import RunningServer, ServerFactory, new_id, outbox_caught_up
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # LoCoMo's first session: "1:56 pm on 8 May"
 WEIGHT = 0.2
@@ -177,24 +177,12 @@ async def test_add_fact_refuses_a_bad_valid_time_naming_the_field(
     assert await _live(memory, scope) == []
 
 
-async def _indexed(memory: RunningServer) -> None:
-    outbox = memory.server.outbox
-    assert outbox is not None
-    outbox.notify()
-
-    async def caught_up() -> bool:
-        return (await outbox.status())[0] == 0
-
-    # The first embedding loads the model: on a busy machine that takes a while.
-    await assert_eventually(caught_up, timeout_s=60.0, what="the vector index caught up")
-
-
 async def test_the_rendered_context_shows_each_recalled_fact_s_dates(
     memory: RunningServer, scope: dict[str, str]
 ):
     text = "Caroline went to a LGBTQ support group yesterday"
     await memory.stub.AddFact(pb.AddFactRequest(**scope, text=text, valid_time=_ts(SAID)))
-    await _indexed(memory)
+    await outbox_caught_up(memory)
     started = await memory.stub.StartTurn(
         pb.StartTurnRequest(
             **scope, conversation_id=new_id(), content="When did Caroline go to the support group?"
@@ -216,7 +204,7 @@ async def test_a_when_question_weighs_dated_facts_and_no_other_question_does(
     undated = "Melanie ran a charity race for mental health"
     for text in (dated, undated):
         await memory.stub.AddFact(pb.AddFactRequest(**scope, text=text, valid_time=_ts(SAID)))
-    await _indexed(memory)
+    await outbox_caught_up(memory)
 
     async def scores(query: str) -> dict[str, tuple[float, float]]:
         found = await memory.stub.SearchFacts(
@@ -244,7 +232,7 @@ async def test_a_question_naming_a_date_weighs_the_facts_about_that_time(
         await memory.stub.AddFact(
             pb.AddFactRequest(**scope, text=text, valid_time=_ts(datetime(2023, 6, 2, tzinfo=UTC)))
         )
-    await _indexed(memory)
+    await outbox_caught_up(memory)
 
     async def scores(query: str) -> dict[str, tuple[float, float]]:
         found = await memory.stub.SearchFacts(
@@ -277,7 +265,7 @@ async def test_valid_times_at_the_ends_of_the_range_store_search_and_render(
 ):
     text = "Went to the tax office yesterday and will again tomorrow in May 2023"
     added = await memory.stub.AddFact(pb.AddFactRequest(**scope, text=text, valid_time=said))
-    await _indexed(memory)
+    await outbox_caught_up(memory)
     found = await memory.stub.SearchFacts(
         pb.SearchFactsRequest(
             **scope, query="When did I go to the tax office in May 2023?", threshold=0

@@ -13,7 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
 
-from conftest import RunningServer, ServerFactory, assert_eventually, new_id
+from conftest import RunningServer, ServerFactory, new_id, outbox_caught_up
 
 DECAY = 0.75
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -42,17 +42,6 @@ async def _add(
     return reply.fact
 
 
-async def _indexed(memory: RunningServer) -> None:
-    outbox = memory.server.outbox
-    assert outbox is not None
-    outbox.notify()
-
-    async def caught_up() -> bool:
-        return (await outbox.status())[0] == 0
-
-    await assert_eventually(caught_up, timeout_s=60.0, what="the vector index caught up")
-
-
 async def _scores(
     memory: RunningServer, scope: dict[str, str], **kw: object
 ) -> dict[str, pb.ScoredFact]:
@@ -71,7 +60,7 @@ async def _conversation_of_five(
         facts[text] = await _add(memory, scope, text, SAID + timedelta(seconds=i), conversation)
     # Said between BEFORE and HIT, but in another conversation: not a neighbour.
     facts[ELSEWHERE] = await _add(memory, scope, ELSEWHERE, SAID + timedelta(seconds=1.5), new_id())
-    await _indexed(memory)
+    await outbox_caught_up(memory)
     return conversation, facts
 
 
@@ -118,7 +107,7 @@ async def test_no_neighbours_without_a_conversation_or_with_decay_zero(
     memory = await start_server(ltm_link_decay=0, ltm_neighbour_decay=DECAY)
     for i, text in enumerate((BEFORE, HIT, AFTER)):
         await _add(memory, scope, text, SAID + timedelta(seconds=i), "")
-    await _indexed(memory)
+    await outbox_caught_up(memory)
     got = await _scores(memory, scope)
     assert all(got[t].score < 0.5 * got[HIT].score for t in (BEFORE, AFTER) if t in got)
 
@@ -156,7 +145,7 @@ async def test_learned_facts_are_neighbours_by_the_messages_they_came_from(
                 created_at=_ts(SAID + timedelta(minutes=i, seconds=5)),
             )
         )
-    await _indexed(memory)
+    await outbox_caught_up(memory)
     found = await memory.stub.SearchFacts(
         pb.SearchFactsRequest(**scope, query="Where does the user live? Lisbon", threshold=0)
     )

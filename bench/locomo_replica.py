@@ -12,7 +12,9 @@ question the way LongTermMemory.search does, with the server's own parts where i
   computes it; the 50 best of each signal; memory.recall.fuse / lexical_evidence;
 - the offline MiniLM model (embedding.minilm) for the vectors, exact cosine;
 - memory.time_intent.dated_vote with dateparser's event times (extraction.event_dates);
-- memory.common_words for the question the vector signal embeds, at each share swept;
+- memory.common_words for the question the vector signal embeds, at each share swept, and for
+  the question's subjects (its common words written with a capital): a fact (or neighbour)
+  that names none of them scores ltm_off_subject_weight times its score;
 - neighbours: the turns just before and after each of the 5 best hits in its session, at
   source score x decay (memory.expand).
 
@@ -40,7 +42,7 @@ from locomo_data import CATEGORIES, DEFAULT_DATA, Conversation, Question, load
 
 from memory_server.embedding.minilm import MiniLMBackend
 from memory_server.extraction.event_dates import DateparserEvents
-from memory_server.memory.common_words import MIN_FACTS, without, words
+from memory_server.memory.common_words import MIN_FACTS, naming, subjects_of, without, words
 from memory_server.memory.facts import EventTime, FactKind, FactVersion
 from memory_server.memory.recall import fuse, lexical_evidence
 from memory_server.memory.time_intent import dated_vote
@@ -155,18 +157,26 @@ class Replica:
             self._queries.update(_embed(self.model, [text]))
         return self._queries[text]
 
-    def embedded_question(self, scope: Scope, question: str, share: float) -> str:
+    def common(self, scope: Scope, question: str, share: float) -> list[str]:
         if share <= 0:
-            return question
-        common = set()
+            return []
+        common = []
         for token in words(question):
             lx = self.lex.get(token) or []
             if lx and min(scope.df.get(w, 0) for w in lx) > max(share * scope.n, MIN_FACTS - 1):
-                common.add(token)
-        return without(question, common)
+                common.append(token)
+        return common
 
-    def ranking(self, scope: Scope, q: Question, share: float, decay: float) -> list[str]:
-        cos = scope.vectors @ self.query_vector(self.embedded_question(scope, q.text, share))
+    def ranking(
+        self, scope: Scope, q: Question, share: float, decay: float, off_subject: float = 1.0
+    ) -> list[str]:
+        common = self.common(scope, q.text, share)
+        pattern = naming(subjects_of(common)) if off_subject < 1 else None
+
+        def weight(i: int) -> float:
+            return 1.0 if pattern is None or pattern.search(scope.texts[i]) else off_subject
+
+        cos = scope.vectors @ self.query_vector(without(q.text, common))
         by_vector = {int(i): float(cos[i]) for i in np.argsort(-cos)[:CANDIDATES]}
         coverage = scope.coverage(self.lex[q.text])
         by_words = sorted(coverage, key=lambda i: (-coverage[i], -i))[:CANDIDATES]
@@ -174,12 +184,13 @@ class Replica:
         score: dict[int, float] = {}
         for i in dict.fromkeys([*by_vector, *by_words]):
             s = fuse(max(0.0, by_vector.get(i, 0.0)), lexical_evidence(coverage.get(i, 0.0)))
-            score[i] = fuse(s, vote(scope.versions[i])) if vote is not None else s
+            s = fuse(s, vote(scope.versions[i])) if vote is not None else s
+            score[i] = s * weight(i)
         best = sorted(score, key=lambda i: -score[i])
         if decay > 0:
             for i in best[:SEEDS]:
                 for j in scope.session_neighbours(i):
-                    score[j] = max(score.get(j, 0.0), score[i] * decay)
+                    score[j] = max(score.get(j, 0.0), score[i] * decay * weight(j))
         turns = scope.conversation.turns
         return [turns[i].dia_id for i in sorted(score, key=lambda i: -score[i])]
 
@@ -194,11 +205,11 @@ def recall_row(per: list[tuple[int, float]]) -> str:
     return "  ".join(cells)
 
 
-def evaluate(replica: Replica, share: float, decay: float) -> str:
+def evaluate(replica: Replica, share: float, decay: float, off_subject: float = 1.0) -> str:
     per: list[tuple[int, float]] = []
     for scope in replica.scopes:
         for q in scope.conversation.questions:
-            top = set(replica.ranking(scope, q, share, decay)[:10])
+            top = set(replica.ranking(scope, q, share, decay, off_subject)[:10])
             per.append((q.category, len(q.evidence & top) / len(q.evidence)))
     return recall_row(per)
 
@@ -218,6 +229,9 @@ def main(argv: list[str] | None = None) -> None:
     print("ltm_neighbour_decay (share 0.2)")
     for decay in (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0):
         print(f"  {decay:<12} {evaluate(replica, 0.2, decay)}")
+    print("ltm_off_subject_weight (share 0.2, decay 0.75)")
+    for off in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0):
+        print(f"  {off:<12} {evaluate(replica, 0.2, 0.75, off)}")
     sys.stdout.flush()
 
 

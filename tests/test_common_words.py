@@ -1,8 +1,9 @@
 """A question's common words (those in more than ltm_common_word_share of the scope's facts, and
 in at least MIN_FACTS of them) are left out of the text recall embeds; the lexical signal still
-sees the whole question. Real PostgreSQL (its English stemmer decides what a word is), the
-embedder double recording exactly what the server embedded, and the real MiniLM embedder for
-the ranking it changes."""
+sees the whole question. Those written with a capital are the question's subjects: a fact that
+names none of them scores ltm_off_subject_weight times what it would. Real PostgreSQL (its
+English stemmer decides what a word is), the embedder double recording exactly what the server
+embedded, and the real MiniLM embedder for the ranking it changes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.common_words import MIN_FACTS, without, words
+from memory_server.memory.common_words import MIN_FACTS, naming, subjects_of, without, words
 
 from conftest import RunningServer, ServerFactory, outbox_caught_up
 from fake_openai import FakeEmbeddings
@@ -57,6 +58,17 @@ def test_words_and_without() -> None:
     assert without("Caroline?", {"Caroline"}) == "Caroline?"  # nothing would be left
     assert without(QUESTION, set()) == QUESTION
     assert len(words(" ".join(f"w{i}" for i in range(500)))) == 64
+
+
+def test_subjects_and_naming() -> None:
+    assert subjects_of(["Caroline's", "python", "Melanie"]) == ("Caroline's", "Melanie")
+    pattern = naming(["Caroline's", "Melanie"])
+    assert pattern is not None
+    for text in ("Caroline: hi", "I met caroline", "Caroline’s painting", "ask MELANIE's kids"):
+        assert pattern.search(text), text
+    for text in ("Carolines", "Carol: hi", "Melanies"):
+        assert not pattern.search(text), text
+    assert naming([]) is None
 
 
 async def _embedded_queries(
@@ -152,3 +164,45 @@ async def test_the_lexical_signal_still_weighs_the_common_word(
     by_text = {r.fact.text: r for r in found.results}
     assert found.results[0].fact.text == MELANIE[0]
     assert all(by_text[t].lexical_score > 0 for t in CAROLINE if t in by_text)
+
+
+async def test_a_fact_that_names_none_of_the_questions_subjects_is_weighed_down(
+    remote: RunningServer,
+    start_server: ServerFactory,
+    fresh_database_url: str,
+    fake_embeddings: FakeEmbeddings,
+    scope: dict[str, str],
+) -> None:
+    # A second server on the same database that weighs every fact alike.
+    alike = await start_server(
+        database_url=fresh_database_url,
+        embedding_base_url=fake_embeddings.base_url,
+        embedding_model="fake-embed",
+        embedding_dimension=fake_embeddings.dimension,
+        embedding_cache_size=0,
+        fact_extract_async=False,
+        ltm_off_subject_weight=1,
+    )
+    possessive = "Melanie: Caroline's painting of the lake is lovely"
+    for text in [*CAROLINE, *MELANIE, possessive]:
+        await remote.stub.AddFact(pb.AddFactRequest(**scope, text=text))
+    await outbox_caught_up(remote)
+
+    async def scores(memory: RunningServer, query: str) -> dict[str, float]:
+        found = await memory.stub.SearchFacts(
+            pb.SearchFactsRequest(**scope, query=query, top_k=20, threshold=0)
+        )
+        return {r.fact.text: r.score for r in found.results}
+
+    # "Caroline" is in 13 of 15 facts: common, and written with a capital, the subject.
+    weighed = await scores(remote, "What did Caroline paint?")
+    plain = await scores(alike, "What did Caroline paint?")
+    assert set(MELANIE) <= plain.keys() and possessive in plain
+    for text, score in plain.items():
+        expected = score if text in CAROLINE or text == possessive else score * 0.8
+        assert weighed[text] == pytest.approx(expected), text
+    assert weighed[MELANIE[0]] < plain[MELANIE[0]]
+    # Written in lower case the word is still left out of the embedding, but names no subject.
+    assert await scores(remote, "what did caroline paint?") == pytest.approx(
+        await scores(alike, "what did caroline paint?")
+    )

@@ -118,6 +118,29 @@ async def test_no_neighbours_without_a_conversation_or_with_decay_zero(
     assert all(got[t].score < 0.5 * got[HIT].score for t in (BEFORE, AFTER) if t in got)
 
 
+async def test_a_neighbour_that_does_not_name_the_questions_subject_is_weighed_down(
+    start_server: ServerFactory, scope: dict[str, str]
+) -> None:
+    # "Melanie" in 11 of 16 facts: common, and the subject of QUESTION. BEFORE does not name
+    # her, so it scores hit * decay * ltm_off_subject_weight; AFTER names her.
+    memory = await start_server(
+        ltm_link_decay=0, ltm_neighbour_decay=DECAY, ltm_off_subject_weight=0.5
+    )
+    after = f"Melanie said: {AFTER}"
+    conversation = new_id()
+    for i, text in enumerate((BEFORE, HIT, after)):
+        await _add(memory, scope, text, SAID + timedelta(seconds=i), conversation)
+    for i in range(9):
+        await _add(memory, scope, f"Melanie's note {i}: the {i}th errand", SAID, "")
+    for i in range(4):
+        await _add(memory, scope, f"Reminder {i}: the {i}th chore", SAID, "")
+    await outbox_caught_up(memory)
+    got = await _scores(memory, scope)
+    hit = got[HIT].score
+    assert got[after].score == pytest.approx(hit * DECAY)
+    assert got[BEFORE].score == pytest.approx(hit * DECAY * 0.5)
+
+
 async def test_learned_facts_are_neighbours_by_the_messages_they_came_from(
     start_server: ServerFactory, scope: dict[str, str]
 ) -> None:

@@ -293,6 +293,7 @@ class MemoryServer:
                 ),
                 time_intent_weight=settings.ltm_time_intent_weight,
                 common_word_share=settings.ltm_common_word_share,
+                off_subject_weight=settings.ltm_off_subject_weight,
             ),
             on_change=self.outbox.notify,
             telemetry=self.metrics,

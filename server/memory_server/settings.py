@@ -50,6 +50,10 @@ class Settings:
     # user's own name) are left out of the question's embedding; 0 embeds it whole
     # (memory.common_words).
     ltm_common_word_share: float = 0.2
+    # Recall: those common words written with a capital name the question's subject; a fact
+    # that names none of them scores this times its score; 1 weighs every fact alike
+    # (memory.common_words).
+    ltm_off_subject_weight: float = 0.8
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""
@@ -141,6 +145,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "ltm_score_threshold": (0.0, 1.0),
     "ltm_time_intent_weight": (0.0, 1.0),
     "ltm_common_word_share": (0.0, 1.0),
+    "ltm_off_subject_weight": (0.0, 1.0),
     "ltm_retention_days": (1, None),
     "max_facts_per_scope": (1, 1_000_000),
     "ltm_link_threshold": (0.0, 1.0),

@@ -10,6 +10,15 @@ that more than `ltm_common_word_share` of the scope's facts believed at the as-o
 are dropped from the text the vector signal embeds, if at least MIN_FACTS facts contain them (a
 question that would be left without a word is embedded whole). The share was chosen from the
 flat region of a sweep on LoCoMo's dev split (bench/README.md).
+
+Such a word written with a capital ("Caroline", "Caroline's") names the question's **subject**:
+on LoCoMo 97% of the turns a question about Caroline needs are hers, and half of the scope is
+the other speaker's. Its idf is low because so many facts name it, so the lexical signal barely
+tells her facts from the others'. Recall therefore weighs a fact that names none of the
+question's subjects (the word, case-insensitive, alone or with 's) by
+`ltm_off_subject_weight` (0.8, from the flat region 0.7-0.9 of the same sweep): it still
+competes, a little lower. A lower-case common word ("python" in a scope of Python notes) is
+left out of the embedding but is no subject.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf, FactStore
@@ -30,6 +40,7 @@ MIN_FACTS = 10
 # At most this many distinct words of a question are looked up (a pasted essay is not a
 # question, and its common words barely move its embedding).
 MAX_WORDS = 64
+_POSSESSIVE = re.compile(r"['’]s$")
 
 
 def words(question: str) -> list[str]:
@@ -44,6 +55,30 @@ def without(question: str, common: Collection[str]) -> str:
     kept = _WORD.sub(lambda m: "" if m.group(0) in common else m.group(0), question)
     kept = re.sub(r"\s+", " ", kept).strip()
     return kept if _WORD.search(kept) else question
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """What the vector signal embeds for a question, and the question's subjects."""
+
+    text: str
+    subjects: tuple[str, ...] = ()
+
+
+def naming(subjects: Collection[str]) -> re.Pattern[str] | None:
+    """A pattern that finds any of `subjects` in a fact's text: the word alone or with 's,
+    case-insensitive ("Caroline's" names Caroline). None without subjects."""
+    bases = dict.fromkeys(_POSSESSIVE.sub("", s) for s in subjects)
+    bases.pop("", None)
+    if not bases:
+        return None
+    alternatives = "|".join(re.escape(b) for b in bases)
+    return re.compile(rf"\b(?:{alternatives})(?:['’]s)?\b", re.IGNORECASE)
+
+
+def subjects_of(common: Collection[str]) -> tuple[str, ...]:
+    """The common words written with a capital: the names a question is about."""
+    return tuple(w for w in common if w[:1].isupper())
 
 
 class CommonWords:
@@ -71,19 +106,18 @@ class CommonWords:
         self._clock = clock
         self._scopes: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
 
-    async def question(self, scope: Scope, question: str, as_of: AsOf) -> str:
+    async def question(self, scope: Scope, question: str, as_of: AsOf) -> Embedded:
         if self._share <= 0:
-            return question
+            return Embedded(question)
         tokens = words(question)
         if not tokens:
-            return question
+            return Embedded(question)
         lexemes = await self._scope_lexemes(scope, as_of)
         if not lexemes:
-            return question
+            return Embedded(question)
         stems = await self._store.lexemes_of(tokens)
-        return without(
-            question, {t for t in tokens if stems.get(t) and lexemes.issuperset(stems[t])}
-        )
+        common = [t for t in tokens if stems.get(t) and lexemes.issuperset(stems[t])]
+        return Embedded(without(question, common), subjects_of(common))
 
     def forget(self, scope: Scope) -> None:
         """This server changed the scope's facts: read its common lexemes again next time."""

@@ -7,7 +7,9 @@ scores below its source:
 
     score(linked) = score(source) * decay * cosine(link)
 
-so it never outranks what brought it in; a fact found both ways keeps its better score.
+so it never outranks what brought it in; a fact found both ways keeps its better score. A linked
+fact or neighbour that does not name the question's subject is weighed like a direct hit that
+does not (`weight`, memory.common_words).
 
 The same hits also bring in their neighbours: the facts said just before and just after them in
 the same conversation (provenance; README "Neighbours"), at
@@ -23,9 +25,10 @@ it says what she painted. Links and neighbours come from one query that already 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from memory_server.memory.facts import FactVersion
 from memory_server.memory.ports import LinkedVersion
 from memory_server.memory.recall import ScoredFact
 
@@ -58,9 +61,11 @@ def expand(
     *,
     top_k: int,
     threshold: float,
+    weight: Callable[[FactVersion], float] | None = None,
 ) -> list[ScoredFact]:
     """`ranked` (best first) with the linked versions merged in, deduplicated by version,
-    best first, at least `threshold`, at most `top_k`."""
+    best first, at least `threshold`, at most `top_k`. `weight` multiplies a linked
+    version's score, as recall.rank's does a direct hit's."""
     best: dict[str, ScoredFact] = {s.version.version_id: s for s in ranked}
     source = {s.version.version_id: s.score for s in ranked}
     for link in linked:
@@ -72,6 +77,8 @@ def expand(
             score = source[link.from_version_id] * settings.neighbour_decay
         else:
             score = source[link.from_version_id] * settings.decay * max(0.0, link.score)
+        if weight is not None:
+            score *= weight(link.version)
         vid = link.version.version_id
         direct = best.get(vid)
         if score >= threshold and (direct is None or direct.score < score):

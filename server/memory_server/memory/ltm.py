@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from memory_server.memory.background import finish_or_cancel
-from memory_server.memory.common_words import CommonWords
+from memory_server.memory.common_words import CommonWords, Embedded, naming
 from memory_server.memory.errors import NotFound, Unavailable
 from memory_server.memory.event_time import asked_when, said_when
 from memory_server.memory.expand import ExpandSettings, expand, seeds
@@ -83,6 +83,9 @@ class LtmSettings:
     # A question's words that more than this share of the scope's facts contain are left out
     # of what the vector signal embeds (memory.common_words); 0 embeds the question whole.
     common_word_share: float = 0.0
+    # What a fact that names none of the question's subjects (its common words written with a
+    # capital, memory.common_words) is weighed by; 1 weighs every fact alike.
+    off_subject_weight: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +180,7 @@ class LongTermMemory:
                 task.cancel()
             await asyncio.gather(vector_task, asked_task, return_exceptions=True)
             raise
-        cosines = await vector_task
+        cosines, embedded = await vector_task
         asked = await asked_task
         ids = list(dict.fromkeys([*cosines, *coverages]))
         if not ids:
@@ -185,6 +188,7 @@ class LongTermMemory:
         # PostgreSQL is the truth: a vector whose version is not believed at `as_of` any
         # more (the index lags the outbox) is dropped here.
         versions = {v.version_id: v for v in await self._store.versions(scope, ids, as_of)}
+        weight = self._subject_weight(embedded.subjects)
         ranked = rank(
             versions,
             cosines,
@@ -192,8 +196,20 @@ class LongTermMemory:
             top_k=None,
             threshold=threshold,
             extra_vote=dated_vote(query, self._settings.time_intent_weight, asked),
+            weight=weight,
         )
-        return await self._expand(scope, ranked, top_k=top_k, threshold=threshold, as_of=as_of)
+        return await self._expand(
+            scope, ranked, top_k=top_k, threshold=threshold, as_of=as_of, weight=weight
+        )
+
+    def _subject_weight(self, subjects: Sequence[str]) -> Callable[[FactVersion], float] | None:
+        """1 for a fact that names one of the question's subjects, else ltm_off_subject_weight;
+        None when that is 1 or the question has no subject."""
+        off = self._settings.off_subject_weight
+        pattern = naming(subjects) if off < 1 else None
+        if pattern is None:
+            return None
+        return lambda version: 1.0 if pattern.search(version.text) else off
 
     async def _expand(
         self,
@@ -203,6 +219,7 @@ class LongTermMemory:
         top_k: int,
         threshold: float,
         as_of: AsOf,
+        weight: Callable[[FactVersion], float] | None = None,
     ) -> list[ScoredFact]:
         """The hook for what recall adds after ranking: one hop along links (memory.expand),
         one more query, only when the best hits have any."""
@@ -212,13 +229,17 @@ class LongTermMemory:
         linked = await self._store.linked(
             scope, followed, as_of, neighbours=self._expansion.neighbours
         )
-        return expand(ranked, linked, self._expansion, top_k=top_k, threshold=threshold)
+        return expand(
+            ranked, linked, self._expansion, top_k=top_k, threshold=threshold, weight=weight
+        )
 
-    async def _vector_hits(self, scope: Scope, query: str, as_of: AsOf) -> dict[str, float]:
-        query = await self._common_words.question(scope, query, as_of)
-        [vector] = await self._embedder.embed([query])
+    async def _vector_hits(
+        self, scope: Scope, query: str, as_of: AsOf
+    ) -> tuple[dict[str, float], Embedded]:
+        embedded = await self._common_words.question(scope, query, as_of)
+        [vector] = await self._embedder.embed([embedded.text])
         hits = await self._index.search(scope.scope_hash, vector, _CANDIDATES_PER_SIGNAL, as_of)
-        return {h.version_id: h.cosine for h in hits}
+        return {h.version_id: h.cosine for h in hits}, embedded
 
     async def recall(self, scope: Scope, question: str) -> LongTermSection:
         """The LTM section of a turn. Callers skip it for scopes without live facts, so those

@@ -80,10 +80,12 @@ def rank(
     top_k: int | None,
     threshold: float,
     extra_vote: Callable[[FactVersion], float] | None = None,
+    weight: Callable[[FactVersion], float] | None = None,
 ) -> list[ScoredFact]:
     """Scores every version found by either signal; best first, at least `threshold`, at most
     `top_k` (None: all). Ties go to the more recently recorded version. `extra_vote`
-    (memory.time_intent) adds one more vote to the OR per version."""
+    (memory.time_intent) adds one more vote to the OR per version; `weight` (the question's
+    subject, memory.common_words) multiplies the result."""
     scored = []
     for version_id, version in versions.items():
         vector = max(0.0, cosines.get(version_id, 0.0))
@@ -91,6 +93,8 @@ def rank(
         score = fuse(vector, lexical)
         if extra_vote is not None:
             score = fuse(score, extra_vote(version))
+        if weight is not None:
+            score *= weight(version)
         if score >= threshold:
             scored.append(ScoredFact(version, score, vector, lexical))
     scored.sort(key=lambda s: (s.score, s.version.recorded_at), reverse=True)

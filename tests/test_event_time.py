@@ -12,6 +12,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
+from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.memory.recall import fuse
 from memory_server.tokens import TiktokenCounter
 
@@ -279,3 +280,33 @@ async def test_valid_times_at_the_ends_of_the_range_store_search_and_render(
         )
     )
     assert not started.context.long_term.degraded
+
+
+@pytest.mark.parametrize(
+    ("text", "reaches", "expected"),
+    [
+        ("I went to the museum yesterday", True, (datetime(2023, 5, 7, 13, 56, tzinfo=UTC), "day")),
+        (
+            "Last August I told you about the trip",
+            True,
+            (datetime(2022, 8, 8, tzinfo=UTC), "month"),
+        ),
+        ("We met on Friday", True, (datetime(2023, 5, 5, tzinfo=UTC), "day")),
+        (
+            "May I ask you something? We moved in May",
+            True,
+            (datetime(2023, 5, 8, tzinfo=UTC), "month"),
+        ),
+        ("May I ask you something?", True, None),
+        # A word an anchor needs, but no anchor: dateparser is not asked.
+        ("this may help us now", False, None),
+        ("we spent a week there, it was 4 years of work", False, None),
+    ],
+)
+def test_which_texts_reach_dateparser_and_what_it_resolves(
+    text: str, reaches: bool, expected: tuple[datetime, str] | None
+) -> None:
+    events = DateparserEvents()
+    assert events.needs_resolving(text) is reaches
+    got = events.resolve(text, SAID)
+    assert (None if got is None else (got.at, got.period.value)) == expected

@@ -30,7 +30,15 @@ from typing import Any
 import asyncpg
 import grpc
 from locomo_data import DEFAULT_DATA, Conversation, Question, load
-from locomo_recall import GRAPHNAME, ask_all, bounded, ingest, username, wait_for_index
+from locomo_recall import (
+    GRAPHNAME,
+    REFERENCE,
+    ask_all,
+    bounded,
+    ingest,
+    username,
+    wait_for_index,
+)
 from locomo_scoring import recall_table
 from recall_turns import server_dsn
 from reporting import run_meta, unwind_on_sigterm, write_report
@@ -142,7 +150,9 @@ async def write_phase(
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
         t0 = time.monotonic()
-        fact_to_turn, added = await ingest(stub, conversations, args.ingest_concurrency)
+        fact_to_turn, added = await ingest(
+            stub, conversations, args.ingest_concurrency, setups=(REFERENCE,)
+        )
         ingest_s = time.monotonic() - t0
         after_ingest = datetime.now(UTC)
         index = await wait_for_index(

@@ -161,6 +161,18 @@ class FactWriter:
         )
 
     async def evict_over(self, max_live: int) -> None:
+        """Deletes (EVICT) the least recently seen live facts over `max_live`. Most writes
+        leave the scope within it: then one look at the scope's live index, stopping after
+        `max_live` entries, is all this costs (sorting every live fact took 0.42 ms a fact at
+        1,000 live facts, the most expensive statement of AddFact; bench/README.md)."""
+        over = await self._conn.fetchval(
+            f"""SELECT 1 FROM fact_versions v WHERE v.scope_id = $1 AND {LIVE}
+                OFFSET $2 LIMIT 1""",
+            self._scope_id,
+            max_live,
+        )
+        if over is None:
+            return
         rows = await self._conn.fetch(
             f"""SELECT v.fact_id FROM fact_versions v JOIN facts f ON f.id = v.fact_id
                 WHERE v.scope_id = $1 AND {LIVE}

@@ -38,7 +38,7 @@ class Settings:
     # hop, a linked fact scoring source * ltm_link_decay * link cosine (decay 0: not followed).
     ltm_link_threshold: float = 0.6
     ltm_links_per_fact: int = 5
-    ltm_link_decay: float = 0.9
+    ltm_link_decay: float = 0.5
     ltm_link_seeds: int = 5
     # Recall also brings in the facts said just before and after each of those hits in the
     # same conversation, scoring source * ltm_neighbour_decay (0: not brought in).

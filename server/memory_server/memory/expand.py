@@ -35,8 +35,8 @@ from memory_server.memory.recall import ScoredFact
 
 @dataclass(frozen=True, slots=True)
 class ExpandSettings:
-    # Measured on the LoCoMo dev split (bench/locomo_links.py, bench/README.md).
-    decay: float = 0.9
+    # Measured on the LoCoMo dev split (bench/locomo_recall.py, bench/README.md "Subjects").
+    decay: float = 0.5
     seeds: int = 5  # the best hits whose links (and neighbours) are followed
     neighbour_decay: float = 0.0
 

@@ -8,13 +8,25 @@ embedded, and the real MiniLM embedder for the ranking it changes."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.common_words import MIN_FACTS, naming, subjects_of, without, words
+from memory_server.memory.common_words import (
+    MIN_FACTS,
+    CommonWords,
+    naming,
+    subjects_of,
+    without,
+    words,
+)
+from memory_server.memory.identity import Scope
+from memory_server.memory.ports import AsOf
+from memory_server.store.facts import PostgresFactStore
 
 from conftest import RunningServer, ServerFactory, outbox_caught_up
 from fake_openai import FakeEmbeddings
@@ -206,3 +218,30 @@ async def test_a_fact_that_names_none_of_the_questions_subjects_is_weighed_down(
     assert await scores(remote, "what did caroline paint?") == pytest.approx(
         await scores(alike, "what did caroline paint?")
     )
+
+
+async def test_a_words_stems_are_asked_of_postgresql_once(
+    memory: RunningServer, scope: dict[str, str], database_url: str
+) -> None:
+    for text in CAROLINE + MELANIE:
+        await memory.stub.AddFact(pb.AddFactRequest(**scope, text=text))
+
+    class Counting(PostgresFactStore):
+        asked: list[list[str]] = []
+
+        async def lexemes_of(self, words: Sequence[str]) -> dict[str, list[str]]:
+            self.asked.append(list(words))
+            return await super().lexemes_of(words)
+
+    async with asyncpg.create_pool(database_url, min_size=1, max_size=2) as pool:
+        store = Counting(pool)
+        common = CommonWords(store, 0.2)
+        who = Scope(scope["username"], scope["graphname"])
+        first = await common.question(who, QUESTION, AsOf())
+        again = await common.question(who, QUESTION, AsOf())
+        other = await common.question(who, "What did Caroline's friend sing?", AsOf())
+    assert first == again
+    assert first.text == "What did friend Melanie paint?" and first.subjects == ("Caroline's",)
+    assert other.text == "What did friend sing?"
+    # The second question asked nothing; the third only its new word.
+    assert store.asked == [words(QUESTION), ["sing"]]

@@ -86,13 +86,15 @@ class CommonWords:
 
     For a search as of now (every turn's recall), the scope's common lexemes are read once and
     kept for CACHE_TTL_S, or until this server changes the scope's facts (`forget`); then a
-    question costs one small query that stems its words, or none when the scope has no common
-    word. Another server's writes are seen within CACHE_TTL_S: a common word is common in
-    hundreds of facts, so a few facts more or less rarely change it. A search as of another
-    time asks the database for the words common at that point, uncached."""
+    question costs one small query that stems the words this server has not seen before, or
+    none when the scope has no common word or every word was seen. Another server's writes
+    are seen within CACHE_TTL_S: a common word is common in hundreds of facts, so a few facts
+    more or less rarely change it. A search as of another time asks the database for the
+    words common at that point, uncached."""
 
     CACHE_TTL_S = 30.0
     MAX_SCOPES = 4096
+    MAX_STEMS = 65536  # distinct words whose lexemes are kept
 
     def __init__(
         self,
@@ -105,6 +107,7 @@ class CommonWords:
         self._share = share
         self._clock = clock
         self._scopes: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
+        self._stems: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
     async def question(self, scope: Scope, question: str, as_of: AsOf) -> Embedded:
         if self._share <= 0:
@@ -115,9 +118,28 @@ class CommonWords:
         lexemes = await self._scope_lexemes(scope, as_of)
         if not lexemes:
             return Embedded(question)
-        stems = await self._store.lexemes_of(tokens)
+        stems = await self._stems_of(tokens)
         common = [t for t in tokens if stems.get(t) and lexemes.issuperset(stems[t])]
         return Embedded(without(question, common), subjects_of(common))
+
+    async def _stems_of(self, tokens: list[str]) -> dict[str, list[str]]:
+        """Each token's lexemes, from PostgreSQL's English stemmer the first time a word is
+        seen and from memory after that: stemming does not change, so a turn whose words were
+        all seen before costs no query."""
+        missing = [t for t in tokens if t not in self._stems]
+        if missing:
+            found = await self._store.lexemes_of(missing)
+            for token in missing:
+                self._stems[token] = tuple(found.get(token, ()))
+            while len(self._stems) > self.MAX_STEMS:
+                self._stems.popitem(last=False)
+        out = {}
+        for token in tokens:
+            stems = self._stems.get(token)
+            if stems is not None:
+                self._stems.move_to_end(token)
+                out[token] = list(stems)
+        return out
 
     def forget(self, scope: Scope) -> None:
         """This server changed the scope's facts: read its common lexemes again next time."""

@@ -42,7 +42,13 @@ from locomo_data import CATEGORIES, DEFAULT_DATA, Conversation, Question, load
 
 from memory_server.embedding.minilm import MiniLMBackend
 from memory_server.extraction.event_dates import DateparserEvents
-from memory_server.memory.common_words import MIN_FACTS, naming, subjects_of, without, words
+from memory_server.memory.common_words import (
+    MIN_FACTS,
+    subject_weight,
+    subjects_of,
+    without,
+    words,
+)
 from memory_server.memory.facts import EventTime, FactKind, FactVersion
 from memory_server.memory.recall import fuse, lexical_evidence
 from memory_server.memory.time_intent import dated_vote
@@ -171,10 +177,10 @@ class Replica:
         self, scope: Scope, q: Question, share: float, decay: float, off_subject: float = 1.0
     ) -> list[str]:
         common = self.common(scope, q.text, share)
-        pattern = naming(subjects_of(common)) if off_subject < 1 else None
+        of_text = subject_weight(subjects_of(common), off_subject)
 
         def weight(i: int) -> float:
-            return 1.0 if pattern is None or pattern.search(scope.texts[i]) else off_subject
+            return 1.0 if of_text is None else of_text(scope.texts[i])
 
         cos = scope.vectors @ self.query_vector(without(q.text, common))
         by_vector = {int(i): float(cos[i]) for i in np.argsort(-cos)[:CANDIDATES]}

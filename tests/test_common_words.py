@@ -94,18 +94,26 @@ async def _embedded_queries(
     return [t for r in fake.requests[before:] for t in r["body"]["input"] if t not in FACTS]
 
 
+async def _fake_embedding_server(
+    start_server: ServerFactory, url: str, fake: FakeEmbeddings, **overrides: object
+) -> RunningServer:
+    """A server on its own database whose embedder is the double (it records what it embeds)."""
+    return await start_server(
+        database_url=url,
+        embedding_base_url=fake.base_url,
+        embedding_model="fake-embed",
+        embedding_dimension=fake.dimension,
+        embedding_cache_size=0,
+        fact_extract_async=False,
+        **overrides,
+    )
+
+
 @pytest.fixture
 async def remote(
     start_server: ServerFactory, fresh_database_url: str, fake_embeddings: FakeEmbeddings
 ) -> RunningServer:
-    return await start_server(
-        database_url=fresh_database_url,
-        embedding_base_url=fake_embeddings.base_url,
-        embedding_model="fake-embed",
-        embedding_dimension=fake_embeddings.dimension,
-        embedding_cache_size=0,
-        fact_extract_async=False,
-    )
+    return await _fake_embedding_server(start_server, fresh_database_url, fake_embeddings)
 
 
 async def test_the_question_is_embedded_without_the_scopes_common_words(
@@ -145,14 +153,8 @@ async def test_share_zero_embeds_the_question_whole(
     fake_embeddings: FakeEmbeddings,
     scope: dict[str, str],
 ) -> None:
-    memory = await start_server(
-        database_url=fresh_database_url,
-        embedding_base_url=fake_embeddings.base_url,
-        embedding_model="fake-embed",
-        embedding_dimension=fake_embeddings.dimension,
-        embedding_cache_size=0,
-        fact_extract_async=False,
-        ltm_common_word_share=0,
+    memory = await _fake_embedding_server(
+        start_server, fresh_database_url, fake_embeddings, ltm_common_word_share=0
     )
     for text in CAROLINE + MELANIE:
         await memory.stub.AddFact(pb.AddFactRequest(**scope, text=text))
@@ -186,14 +188,8 @@ async def test_a_fact_that_names_none_of_the_questions_subjects_is_weighed_down(
     scope: dict[str, str],
 ) -> None:
     # A second server on the same database that weighs every fact alike.
-    alike = await start_server(
-        database_url=fresh_database_url,
-        embedding_base_url=fake_embeddings.base_url,
-        embedding_model="fake-embed",
-        embedding_dimension=fake_embeddings.dimension,
-        embedding_cache_size=0,
-        fact_extract_async=False,
-        ltm_off_subject_weight=1,
+    alike = await _fake_embedding_server(
+        start_server, fresh_database_url, fake_embeddings, ltm_off_subject_weight=1
     )
     possessive = "Melanie: Caroline's painting of the lake is lovely"
     for text in [*CAROLINE, *MELANIE, possessive]:

@@ -38,26 +38,25 @@ _DAYS = (
 )
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 _FULL_DAYS = "Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
-# What makes one of search_dates's finds a date rather than a duration or a stray word.
+# What makes one of search_dates's finds a date rather than a duration or a stray word: a
+# relative word, a relative word before a unit or day, a year...
 _ANCHORS = (
     re.compile(r"\b(?:yesterday|today|tonight|tomorrow|ago)\b", re.IGNORECASE),
     re.compile(rf"\b{_RELATIVE}\s+(?:{_UNITS}|{_DAYS})s?\b", re.IGNORECASE),
     re.compile(r"\b(?:19|20)\d\d\b"),
-    # Case-sensitive: "May 2023" and "on Friday", not "may" or "we".
-    re.compile(rf"\b(?:{_MONTHS}|{_FULL_DAYS})\b"),
 )
-# "May I ask?": a sentence's first "May" before a pronoun is the verb, whatever dateparser finds.
+# ... or a month or day name. Case-sensitive: "May 2023" and "on Friday", not "may" or "we".
+_NAMES = re.compile(rf"\b(?:{_MONTHS}|{_FULL_DAYS})\b")
+# "May I ask?": "May" before a pronoun is the verb, whatever dateparser finds.
 _MAY_VERB = re.compile(r"\bMay\s+(?:I|we|you|he|she|they)\b")
-# A text reaches dateparser only when it could hold an anchored find: one of the anchors.
-_GATE = _ANCHORS
 _PERIODS = {p.value: p for p in EventPeriod}
 
 
 def _anchored(phrase: str, text: str) -> bool:
     """Whether one of search_dates's finds in `text` holds an anchor."""
-    if any(a.search(phrase) for a in _ANCHORS[:3]):
+    if any(a.search(phrase) for a in _ANCHORS):
         return True
-    names = _ANCHORS[3].findall(phrase)
+    names = _NAMES.findall(phrase)
     if names != ["May"]:
         return bool(names)
     # The find's only anchor is "May": a date unless each "May" of the text is the verb.
@@ -78,7 +77,7 @@ class DateparserEvents:
 
     def needs_resolving(self, text: str) -> bool:
         """Cheap: whether `text` could hold an anchored time expression."""
-        return any(g.search(text) for g in _GATE)
+        return _NAMES.search(text) is not None or any(a.search(text) for a in _ANCHORS)
 
     def resolve(self, text: str, said_at: datetime) -> EventTime | None:
         """The first anchored time expression of `text`, resolved against `said_at`."""

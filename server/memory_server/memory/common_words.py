@@ -58,7 +58,7 @@ def without(question: str, common: Collection[str]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Embedded:
+class VectorQuestion:
     """What the vector signal embeds for a question, and the question's subjects."""
 
     text: str
@@ -79,6 +79,15 @@ def naming(subjects: Collection[str]) -> re.Pattern[str] | None:
 def subjects_of(common: Collection[str]) -> tuple[str, ...]:
     """The common words written with a capital: the names a question is about."""
     return tuple(w for w in common if w[:1].isupper())
+
+
+def subject_weight(subjects: Collection[str], off: float) -> Callable[[str], float] | None:
+    """A fact text's weight: 1 when it names one of `subjects`, else `off`
+    (ltm_off_subject_weight). None when nothing is weighed: no subject, or `off` at 1."""
+    pattern = naming(subjects) if off < 1 else None
+    if pattern is None:
+        return None
+    return lambda text: 1.0 if pattern.search(text) else off
 
 
 class CommonWords:
@@ -109,18 +118,18 @@ class CommonWords:
         self._scopes: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
         self._stems: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
-    async def question(self, scope: Scope, question: str, as_of: AsOf) -> Embedded:
+    async def question(self, scope: Scope, question: str, as_of: AsOf) -> VectorQuestion:
         if self._share <= 0:
-            return Embedded(question)
+            return VectorQuestion(question)
         tokens = words(question)
         if not tokens:
-            return Embedded(question)
+            return VectorQuestion(question)
         lexemes = await self._scope_lexemes(scope, as_of)
         if not lexemes:
-            return Embedded(question)
+            return VectorQuestion(question)
         stems = await self._stems_of(tokens)
         common = [t for t in tokens if stems.get(t) and lexemes.issuperset(stems[t])]
-        return Embedded(without(question, common), subjects_of(common))
+        return VectorQuestion(without(question, common), subjects_of(common))
 
     async def _stems_of(self, tokens: list[str]) -> dict[str, list[str]]:
         """Each token's lexemes, from PostgreSQL's English stemmer the first time a word is

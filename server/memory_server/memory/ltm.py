@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from memory_server.memory.background import finish_or_cancel
-from memory_server.memory.common_words import CommonWords, Embedded, naming
+from memory_server.memory.common_words import CommonWords, VectorQuestion, subject_weight
 from memory_server.memory.errors import NotFound, Unavailable
 from memory_server.memory.event_time import asked_when, said_when
 from memory_server.memory.expand import ExpandSettings, expand, seeds
@@ -180,7 +180,7 @@ class LongTermMemory:
                 task.cancel()
             await asyncio.gather(vector_task, asked_task, return_exceptions=True)
             raise
-        cosines, embedded = await vector_task
+        cosines, vector_question = await vector_task
         asked = await asked_task
         ids = list(dict.fromkeys([*cosines, *coverages]))
         if not ids:
@@ -188,7 +188,7 @@ class LongTermMemory:
         # PostgreSQL is the truth: a vector whose version is not believed at `as_of` any
         # more (the index lags the outbox) is dropped here.
         versions = {v.version_id: v for v in await self._store.versions(scope, ids, as_of)}
-        weight = self._subject_weight(embedded.subjects)
+        weight = self._subject_weight(vector_question.subjects)
         ranked = rank(
             versions,
             cosines,
@@ -203,13 +203,9 @@ class LongTermMemory:
         )
 
     def _subject_weight(self, subjects: Sequence[str]) -> Callable[[FactVersion], float] | None:
-        """1 for a fact that names one of the question's subjects, else ltm_off_subject_weight;
-        None when that is 1 or the question has no subject."""
-        off = self._settings.off_subject_weight
-        pattern = naming(subjects) if off < 1 else None
-        if pattern is None:
-            return None
-        return lambda version: 1.0 if pattern.search(version.text) else off
+        """A version's weight by the question's subjects (memory.common_words)."""
+        of_text = subject_weight(subjects, self._settings.off_subject_weight)
+        return None if of_text is None else lambda version: of_text(version.text)
 
     async def _expand(
         self,
@@ -235,11 +231,11 @@ class LongTermMemory:
 
     async def _vector_hits(
         self, scope: Scope, query: str, as_of: AsOf
-    ) -> tuple[dict[str, float], Embedded]:
-        embedded = await self._common_words.question(scope, query, as_of)
-        [vector] = await self._embedder.embed([embedded.text])
+    ) -> tuple[dict[str, float], VectorQuestion]:
+        vector_question = await self._common_words.question(scope, query, as_of)
+        [vector] = await self._embedder.embed([vector_question.text])
         hits = await self._index.search(scope.scope_hash, vector, _CANDIDATES_PER_SIGNAL, as_of)
-        return {h.version_id: h.cosine for h in hits}, embedded
+        return {h.version_id: h.cosine for h in hits}, vector_question
 
     async def recall(self, scope: Scope, question: str) -> LongTermSection:
         """The LTM section of a turn. Callers skip it for scopes without live facts, so those

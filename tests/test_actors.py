@@ -162,3 +162,68 @@ async def test_full_mailbox_answers_resource_exhausted(
     assert "mailbox" in (refused[0].details() or "")
     stored = await all_messages(memory.stub, scope, conversation)
     assert sorted(m.message_id for m in stored) == sorted(r.message.message_id for r in accepted)
+
+
+async def test_batched_jobs_queued_back_to_back_run_as_one_call_in_order():
+    async with ActorRegistry(mailbox_size=64, idle_seconds=60) as registry:
+        release = asyncio.Event()
+        calls: list[list[int]] = []
+        ran: list[str] = []
+
+        async def blocker() -> None:
+            await release.wait()
+
+        async def batch(items: list[int]) -> list[int | Exception]:
+            calls.append(items)
+            ran.extend(f"b{i}" for i in items)
+            return [ValueError(f"no {i}") if i == 3 else i * 10 for i in items]
+
+        async def plain() -> str:
+            ran.append("plain")
+            return "plain"
+
+        first = asyncio.ensure_future(registry.run(A, blocker))
+        await asyncio.sleep(0)
+        batched = [asyncio.ensure_future(registry.run_batched(A, "k", i, batch)) for i in range(5)]
+        between = asyncio.ensure_future(registry.run(A, plain))
+        after = [asyncio.ensure_future(registry.run_batched(A, "k", i, batch)) for i in (5, 6)]
+        other_key = asyncio.ensure_future(registry.run_batched(A, "other", 7, batch))
+        await asyncio.sleep(0)
+        assert registry.mailbox_depth() == 9
+        release.set()
+        await first
+        assert [await b for b in batched[:3]] == [0, 10, 20]
+        with pytest.raises(ValueError, match="no 3"):  # its own answer, to its caller only
+            await batched[3]
+        assert await batched[4] == 40
+        assert await between == "plain"
+        assert [await a for a in after] == [50, 60]
+        assert await other_key == 70
+        # Nothing changed places with the plain job, and another key is another batch.
+        assert calls == [[0, 1, 2, 3, 4], [5, 6], [7]]
+        assert ran == ["b0", "b1", "b2", "b3", "b4", "plain", "b5", "b6", "b7"]
+
+
+async def test_a_batch_leaves_out_callers_that_gave_up_and_its_error_reaches_the_rest():
+    async with ActorRegistry(mailbox_size=64, idle_seconds=60) as registry:
+        release = asyncio.Event()
+        seen: list[list[str]] = []
+
+        async def blocker() -> None:
+            await release.wait()
+
+        async def failing(items: list[str]) -> list[str]:
+            seen.append(items)
+            raise Unavailable("database down")
+
+        first = asyncio.ensure_future(registry.run(A, blocker))
+        await asyncio.sleep(0)
+        calls = {i: asyncio.ensure_future(registry.run_batched(A, "k", i, failing)) for i in "xyz"}
+        await asyncio.sleep(0)
+        calls["y"].cancel()  # its caller's deadline passed while it waited
+        release.set()
+        await first
+        for i in "xz":
+            with pytest.raises(Unavailable, match="database down"):
+                await calls[i]
+        assert seen == [["x", "z"]]

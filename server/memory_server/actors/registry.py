@@ -7,14 +7,19 @@ that lock's queue to one waiter per server. A job carries a Future for its resul
 The registry finds or creates an actor and enqueues in one synchronous step (no await in
 between), and evicts an actor only when its mailbox is empty and it is idle, also in one
 synchronous step, so a job can never land in an actor that is going away.
+
+`run_batched` jobs of one key that wait back to back in a mailbox run as one call (at most
+BATCH_MAX items): AddFacts queued behind one another share one transaction, and nothing
+accepted between them changes places with them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -24,18 +29,36 @@ from memory_server.memory.identity import Scope
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Item = TypeVar("Item")
+BATCH_MAX = 64  # run_batched items in one call
+
+Batch = Callable[[list[Any]], Awaitable[Sequence[Any]]]
 
 
 @dataclass(slots=True)
 class _Envelope:
-    job: Callable[[], Awaitable[Any]]
+    job: Callable[[], Awaitable[Any]] | None
     future: asyncio.Future[Any]
+    # run_batched: envelopes of one key next to each other run as one call of `batch`.
+    key: str | None = None
+    item: Any = None
+    batch: Batch | None = None
+
+
+class _Mailbox(asyncio.Queue[_Envelope]):
+    """A bounded FIFO whose head can be looked at without taking it (asyncio.Queue keeps its
+    items in `_queue`, the storage its subclasses LifoQueue and PriorityQueue replace)."""
+
+    _queue: collections.deque[_Envelope]
+
+    def head(self) -> _Envelope | None:
+        return self._queue[0] if self._queue else None
 
 
 @dataclass(slots=True)
 class _Actor:
     scope: Scope
-    mailbox: asyncio.Queue[_Envelope]
+    mailbox: _Mailbox
     task: asyncio.Task[None] | None = None
     busy: bool = False
     last_active: float = field(default_factory=time.monotonic)
@@ -97,6 +120,21 @@ class ActorRegistry(Lifecycle):
             )
         return await future
 
+    async def run_batched(
+        self,
+        scope: Scope,
+        key: str,
+        item: Item,
+        batch: Callable[[list[Item]], Awaitable[Sequence[T | Exception]]],
+    ) -> T:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if not self._offer(scope, _Envelope(None, future, key, item, batch)):
+            raise Overloaded(
+                f"too many writes queued for this user and graph (mailbox of "
+                f"{self._mailbox_size}); retry later"
+            )
+        return await future
+
     # --- observability ---------------------------------------------------------------------
 
     @property
@@ -118,7 +156,7 @@ class ActorRegistry(Lifecycle):
             )
         actor = self._actors.get(scope)
         if actor is None:
-            actor = _Actor(scope, asyncio.Queue(self._mailbox_size))
+            actor = _Actor(scope, _Mailbox(self._mailbox_size))
             actor.task = asyncio.create_task(self._consume(actor), name="scope-actor")
             self._actors[scope] = actor
         try:
@@ -129,18 +167,56 @@ class ActorRegistry(Lifecycle):
 
     async def _consume(self, actor: _Actor) -> None:
         while True:
-            envelope = await actor.mailbox.get()
+            taken = [await actor.mailbox.get()]
+            key = taken[0].key
+            while key is not None and len(taken) < BATCH_MAX:
+                head = actor.mailbox.head()
+                if head is None or head.key != key:
+                    break
+                taken.append(actor.mailbox.get_nowait())
             actor.busy = True
             try:
-                await self._execute(envelope)
+                if key is None:
+                    await self._execute(taken[0])
+                else:
+                    await self._execute_batch(taken)
             finally:
                 actor.busy = False
                 actor.last_active = time.monotonic()
-                actor.mailbox.task_done()
+                for _ in taken:
+                    actor.mailbox.task_done()
+
+    async def _execute_batch(self, taken: list[_Envelope]) -> None:
+        # Callers that gave up before the batch started are left out, as in _execute.
+        live = [e for e in taken if not e.future.done()]
+        batch = taken[0].batch
+        if not live or batch is None:
+            return
+        try:
+            results = await batch([e.item for e in live])
+            if len(results) != len(live):
+                raise RuntimeError(f"a batch of {len(live)} answered {len(results)} results")
+        except asyncio.CancelledError:
+            for e in live:
+                if not e.future.done():
+                    e.future.set_exception(Unavailable("the server is shutting down"))
+            raise
+        except Exception as exc:
+            for e in live:
+                if not e.future.done():
+                    e.future.set_exception(exc)
+            return
+        for e, result in zip(live, results, strict=True):
+            if e.future.done():
+                continue
+            if isinstance(result, Exception):
+                e.future.set_exception(result)
+            else:
+                e.future.set_result(result)
 
     async def _execute(self, envelope: _Envelope) -> None:
         future = envelope.future
-        if future.done():
+        if future.done() or envelope.job is None:
             return  # the caller gave up (deadline, cancellation) before the job started
         try:
             result = await envelope.job()

@@ -37,6 +37,7 @@ from memory_server.memory.facts import (
 from memory_server.memory.identity import Scope
 from memory_server.memory.model import LongTermSection, RecalledFact
 from memory_server.memory.ports import (
+    Applying,
     AsOf,
     Embedder,
     EventDates,
@@ -112,6 +113,25 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
             task.cancel()
         await asyncio.gather(a, b, return_exceptions=True)
         raise
+
+
+def _with_standing(decided: Sequence[ReconciledCandidate]) -> list[ReconciledCandidate]:
+    """The decisions with each candidate marked standing when it is a standing instruction."""
+    return [
+        replace(
+            d, candidate=replace(d.candidate, standing=is_standing_instruction(d.candidate.text))
+        )
+        for d in decided
+    ]
+
+
+def _standing(change: Applying) -> Applying:
+    revise = change.revise
+    return replace(
+        change,
+        decisions=_with_standing(change.decisions),
+        revise=None if revise is None else lambda live: _with_standing(revise(live)),
+    )
 
 
 def recalled(version: FactVersion, score: float, *, standing: bool = False) -> RecalledFact:
@@ -408,28 +428,21 @@ class LongTermMemory:
         provenance: Provenance,
         revise: Revise | None = None,
     ) -> list[AppliedChange]:
-        def standing(decided: Sequence[ReconciledCandidate]) -> list[ReconciledCandidate]:
-            return [
-                replace(
-                    d,
-                    candidate=replace(
-                        d.candidate, standing=is_standing_instruction(d.candidate.text)
-                    ),
-                )
-                for d in decided
-            ]
+        [applied] = await self._apply_batch(scope, [Applying(decisions, provenance, revise)])
+        return applied
 
-        applied = await self._store.apply(
-            scope,
-            standing(decisions),
-            provenance,
-            max_live=self._settings.max_facts_per_scope,
-            revise=None if revise is None else lambda live: standing(revise(live)),
+    async def _apply_batch(
+        self, scope: Scope, changes: Sequence[Applying]
+    ) -> list[list[AppliedChange]]:
+        applied = await self._store.apply_batch(
+            scope, [_standing(c) for c in changes], max_live=self._settings.max_facts_per_scope
         )
         self._common_words.forget(scope)
-        for change in applied:
+        changed = False
+        for change in (c for each in applied for c in each):
             self._telemetry.fact_decision(change.decision.value)
-        if any(c.decision is not Decision.NONE for c in applied):
+            changed = changed or change.decision is not Decision.NONE
+        if changed:
             self._on_change()
         return applied
 
@@ -455,16 +468,20 @@ class LongTermMemory:
         once."""
         [candidate] = await said_when([Candidate(text, kind)], valid_from, self._events)
         decisions = [ReconciledCandidate(Decision.ADD, candidate)]
-        [applied] = await self._executor.run(
-            scope,
-            lambda: self._apply(
-                scope,
-                decisions,
-                Provenance(conversation_id, extractor=MANUAL),
-                lambda live: revalidate(decisions, live),
-            ),
+        # Re-checked under the lock against the live facts as the AddFacts before it in its
+        # batch left them: the same text twice is stored once, and both get its id.
+        adding = Applying(
+            decisions,
+            Provenance(conversation_id, extractor=MANUAL),
+            lambda live: revalidate(decisions, live),
         )
-        return applied
+        return await self._executor.run_batched(
+            scope, "add_fact", adding, lambda batch: self._add_facts(scope, batch)
+        )
+
+    async def _add_facts(self, scope: Scope, adding: list[Applying]) -> list[AppliedChange]:
+        """AddFacts queued back to back on the scope's actor, in one transaction."""
+        return [one for [one] in await self._apply_batch(scope, adding)]
 
     async def update_fact(
         self, scope: Scope, fact_id: str, text: str, kind: FactKind | None

@@ -31,6 +31,7 @@ from memory_server.memory.model import (
 )
 
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 
 class TokenCounter(Protocol):
@@ -69,6 +70,20 @@ class ScopeExecutor(Protocol):
 
     async def run(self, scope: Scope, job: Callable[[], Awaitable[T]]) -> T:
         """Run `job` in the scope's order; raises Overloaded when the mailbox is full."""
+        ...
+
+    async def run_batched(
+        self,
+        scope: Scope,
+        key: str,
+        item: Item,
+        batch: Callable[[list[Item]], Awaitable[Sequence[T | Exception]]],
+    ) -> T:
+        """Like `run` for one `item`, except that items of the same `key` queued back to back
+        in the scope's order (nothing else between them) run as one call of `batch`, which
+        answers each item in order: its result, or the exception its caller gets. An item
+        whose caller gave up before the batch started is left out; if `batch` raises, every
+        caller in it gets the error."""
         ...
 
 
@@ -363,6 +378,15 @@ class FactLink:
 Revise = Callable[[Sequence[LiveFact]], Sequence[ReconciledCandidate]]
 
 
+@dataclass(frozen=True, slots=True)
+class Applying:
+    """One change for FactStore.apply_batch: decisions, their provenance and their re-check."""
+
+    decisions: Sequence[ReconciledCandidate]
+    provenance: Provenance
+    revise: Revise | None = None
+
+
 class FactStore(Protocol):
     """Facts of one scope at a time: bitemporal versions, history, and (inside `apply` and
     `forget_scope`) the outbox rows that mirror each change into the vector index.
@@ -415,6 +439,15 @@ class FactStore(Protocol):
         `revise`, the decisions applied are what it returns for the live facts read under the
         lock (the decisions were made against an earlier read, before another writer of the
         scope may have committed); if it raises, nothing is written and the error propagates."""
+        ...
+
+    async def apply_batch(
+        self, scope: Scope, changes: Sequence[Applying], *, max_live: int, ended: bool = True
+    ) -> list[list[AppliedChange]]:
+        """`apply` for each change in turn, all in one transaction under one hold of the
+        scope's write lock: each change's `revise` sees the live facts as the changes before
+        it left them, and the answer is each change's applied list. If any change fails,
+        nothing is written."""
         ...
 
     async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]: ...

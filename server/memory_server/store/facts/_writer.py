@@ -90,7 +90,10 @@ class FactWriter:
     async def add(self, candidate: Candidate) -> tuple[str, str]:
         fact_id = str(uuid.uuid4())
         await self._conn.execute(
-            "INSERT INTO facts (id, scope_id, kind) VALUES ($1, $2, $3)",
+            # clock_timestamp(), not now(): facts written by one transaction (a batch of
+            # AddFacts) are seen in the order they were written, and evicted in that order.
+            """INSERT INTO facts (id, scope_id, kind, last_seen_at)
+               VALUES ($1, $2, $3, clock_timestamp())""",
             uuid.UUID(fact_id),
             self._scope_id,
             candidate.kind.value,
@@ -133,7 +136,7 @@ class FactWriter:
         ended_copy = await self._insert_ended_copy(fact_id, closed, candidate.said_at)
         version_id = await self._insert_version(fact_id, candidate)
         await self._conn.execute(
-            "UPDATE facts SET kind = $2, last_seen_at = now() WHERE id = $1",
+            "UPDATE facts SET kind = $2, last_seen_at = clock_timestamp() WHERE id = $1",
             uuid.UUID(fact_id),
             candidate.kind.value,
         )
@@ -155,7 +158,7 @@ class FactWriter:
 
     async def confirm(self, fact_id: str) -> None:
         await self._conn.execute(
-            "UPDATE facts SET last_seen_at = now() WHERE id = $1 AND scope_id = $2",
+            "UPDATE facts SET last_seen_at = clock_timestamp() WHERE id = $1 AND scope_id = $2",
             fact_uuid("fact_id", fact_id),
             self._scope_id,
         )

@@ -10,9 +10,15 @@ from datetime import datetime
 
 import asyncpg
 
-from memory_server.memory.facts import AppliedChange, Decision, Provenance, ReconciledCandidate
+from memory_server.memory.facts import (
+    AppliedChange,
+    Decision,
+    LiveFact,
+    Provenance,
+    ReconciledCandidate,
+)
 from memory_server.memory.identity import Scope
-from memory_server.memory.ports import Revise
+from memory_server.memory.ports import Applying, Revise
 from memory_server.memory.seen import Seen
 from memory_server.store.facts._sql import LIVE, live_facts
 from memory_server.store.facts._writer import FactWriter
@@ -39,35 +45,42 @@ class FactWrites:
         DELETE closes the version's transaction time and, when `ended` (the fact stopped
         being true) or the candidate announced a change, records that it ended now.
         Past `max_live` live facts, the least recently seen are evicted (closed)."""
-        applied: list[AppliedChange] = []
+        change = Applying(decisions, provenance, revise)
+        [applied] = await self.apply_batch(scope, [change], max_live=max_live, ended=ended)
+        return applied
+
+    async def apply_batch(
+        self, scope: Scope, changes: Sequence[Applying], *, max_live: int, ended: bool = True
+    ) -> list[list[AppliedChange]]:
+        """`apply` for each change in turn in one transaction (see FactStore.apply_batch).
+        The live facts are read once: the facts a change adds are appended to what the next
+        change's `revise` sees, and only a change that updates, deletes or evicts reads them
+        again."""
+        out: list[list[AppliedChange]] = []
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_scope(conn, scope)
-            if revise is not None:
-                decisions = revise(await live_facts(conn, scope))
+            live = await live_facts(conn, scope) if any(c.revise for c in changes) else None
             scope_id = await _scope_id(conn, scope)
-            w = FactWriter(conn, scope_id, scope.scope_hash, provenance)
-            for item in decisions:
-                candidate = item.candidate
-                if item.decision is Decision.ADD:
-                    fact_id, version_id = await w.add(candidate)
-                    applied.append(AppliedChange(Decision.ADD, fact_id, version_id))
-                elif item.decision is Decision.UPDATE:
-                    version_id = await w.update(item.target_fact_id, candidate)
-                    applied.append(AppliedChange(Decision.UPDATE, item.target_fact_id, version_id))
-                elif item.decision is Decision.DELETE:
-                    await w.delete(
-                        item.target_fact_id,
-                        ended=ended or candidate.change,
-                        event="DELETE",
-                        at=candidate.said_at,
-                    )
-                    applied.append(AppliedChange(Decision.DELETE, item.target_fact_id, ""))
-                else:  # NONE: already known (or, without a target, nothing to retract)
-                    if item.target_fact_id:
-                        await w.confirm(item.target_fact_id)
-                    applied.append(AppliedChange(Decision.NONE, item.target_fact_id, ""))
-            await w.evict_over(max_live)
-        return applied
+            for change in changes:
+                decisions = change.decisions
+                if change.revise is not None and live is not None:
+                    decisions = change.revise(live)
+                w = FactWriter(conn, scope_id, scope.scope_hash, change.provenance)
+                applied = await _write(w, decisions, ended)
+                out.append(applied)
+                if live is None:
+                    await w.evict_over(max_live)
+                    continue
+                live.extend(
+                    LiveFact(a.fact_id, a.version_id, d.candidate.text, d.candidate.kind)
+                    for d, a in zip(decisions, applied, strict=True)
+                    if a.decision is Decision.ADD
+                )
+                changed = any(a.decision in _CHANGING for a in applied)
+                if changed or len(live) > max_live:
+                    await w.evict_over(max_live)
+                    live = await live_facts(conn, scope)
+        return out
 
     async def record_seen(self, seen: Mapping[str, Seen]) -> None:
         """Recall's counts (memory.seen), one statement per flush: each fact's recall_count
@@ -186,6 +199,36 @@ class FactWrites:
                 )
                 await conn.execute("DELETE FROM scopes WHERE id = $1", scope_id)
         return {"facts": _count(facts), "versions": int(versions), "messages": int(messages)}
+
+
+_CHANGING = (Decision.UPDATE, Decision.DELETE)
+
+
+async def _write(
+    w: FactWriter, decisions: Sequence[ReconciledCandidate], ended: bool
+) -> list[AppliedChange]:
+    applied: list[AppliedChange] = []
+    for item in decisions:
+        candidate = item.candidate
+        if item.decision is Decision.ADD:
+            fact_id, version_id = await w.add(candidate)
+            applied.append(AppliedChange(Decision.ADD, fact_id, version_id))
+        elif item.decision is Decision.UPDATE:
+            version_id = await w.update(item.target_fact_id, candidate)
+            applied.append(AppliedChange(Decision.UPDATE, item.target_fact_id, version_id))
+        elif item.decision is Decision.DELETE:
+            await w.delete(
+                item.target_fact_id,
+                ended=ended or candidate.change,
+                event="DELETE",
+                at=candidate.said_at,
+            )
+            applied.append(AppliedChange(Decision.DELETE, item.target_fact_id, ""))
+        else:  # NONE: already known (or, without a target, nothing to retract)
+            if item.target_fact_id:
+                await w.confirm(item.target_fact_id)
+            applied.append(AppliedChange(Decision.NONE, item.target_fact_id, ""))
+    return applied
 
 
 def _count(status: str) -> int:

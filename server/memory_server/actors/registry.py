@@ -113,11 +113,7 @@ class ActorRegistry(Lifecycle):
 
     async def run(self, scope: Scope, job: Callable[[], Awaitable[T]]) -> T:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        if not self._offer(scope, _Envelope(job, future)):
-            raise Overloaded(
-                f"too many writes queued for this user and graph (mailbox of "
-                f"{self._mailbox_size}); retry later"
-            )
+        self._offer(scope, _Envelope(job, future))
         return await future
 
     async def run_batched(
@@ -128,11 +124,7 @@ class ActorRegistry(Lifecycle):
         batch: Callable[[list[Item]], Awaitable[Sequence[T | Exception]]],
     ) -> T:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        if not self._offer(scope, _Envelope(None, future, key, item, batch)):
-            raise Overloaded(
-                f"too many writes queued for this user and graph (mailbox of "
-                f"{self._mailbox_size}); retry later"
-            )
+        self._offer(scope, _Envelope(None, future, key, item, batch))
         return await future
 
     # --- observability ---------------------------------------------------------------------
@@ -146,7 +138,7 @@ class ActorRegistry(Lifecycle):
 
     # --- internals -------------------------------------------------------------------------
 
-    def _offer(self, scope: Scope, envelope: _Envelope) -> bool:
+    def _offer(self, scope: Scope, envelope: _Envelope) -> None:
         # Synchronous from lookup to enqueue: the sweeper cannot evict in between.
         if not self._accepting:
             raise Unavailable(
@@ -162,8 +154,10 @@ class ActorRegistry(Lifecycle):
         try:
             actor.mailbox.put_nowait(envelope)
         except asyncio.QueueFull:
-            return False
-        return True
+            raise Overloaded(
+                f"too many writes queued for this user and graph (mailbox of "
+                f"{self._mailbox_size}); retry later"
+            ) from None
 
     async def _consume(self, actor: _Actor) -> None:
         while True:

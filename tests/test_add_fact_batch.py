@@ -60,8 +60,7 @@ async def _queued_behind_the_lock(
             async def waiting_for_the_lock() -> bool:
                 return bool(
                     await conn.fetchval(
-                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                        "AND NOT granted"
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
                     )
                 )
 

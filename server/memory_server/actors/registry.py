@@ -37,12 +37,13 @@ Batch = Callable[[list[Any]], Awaitable[Sequence[Any]]]
 
 @dataclass(slots=True)
 class _Envelope:
-    job: Callable[[], Awaitable[Any]] | None
+    """One caller's job: `batch([item])`, or with the envelopes of the same `key` queued right
+    behind it, one call of `batch` for all their items (a plain `run` job has no key)."""
+
     future: asyncio.Future[Any]
-    # run_batched: envelopes of one key next to each other run as one call of `batch`.
-    key: str | None = None
+    batch: Batch
     item: Any = None
-    batch: Batch | None = None
+    key: str | None = None
 
 
 class _Mailbox(asyncio.Queue[_Envelope]):
@@ -112,8 +113,11 @@ class ActorRegistry(Lifecycle):
     # --- ScopeExecutor ---------------------------------------------------------------------
 
     async def run(self, scope: Scope, job: Callable[[], Awaitable[T]]) -> T:
+        async def alone(_: list[Any]) -> list[T]:
+            return [await job()]
+
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._offer(scope, _Envelope(job, future))
+        self._offer(scope, _Envelope(future, alone))
         return await future
 
     async def run_batched(
@@ -124,7 +128,7 @@ class ActorRegistry(Lifecycle):
         batch: Callable[[list[Item]], Awaitable[Sequence[T | Exception]]],
     ) -> T:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._offer(scope, _Envelope(None, future, key, item, batch))
+        self._offer(scope, _Envelope(future, batch, item, key))
         return await future
 
     # --- observability ---------------------------------------------------------------------
@@ -170,24 +174,20 @@ class ActorRegistry(Lifecycle):
                 taken.append(actor.mailbox.get_nowait())
             actor.busy = True
             try:
-                if key is None:
-                    await self._execute(taken[0])
-                else:
-                    await self._execute_batch(taken)
+                await self._execute(taken)
             finally:
                 actor.busy = False
                 actor.last_active = time.monotonic()
                 for _ in taken:
                     actor.mailbox.task_done()
 
-    async def _execute_batch(self, taken: list[_Envelope]) -> None:
-        # Callers that gave up before the batch started are left out, as in _execute.
+    async def _execute(self, taken: list[_Envelope]) -> None:
+        # A caller that gave up (deadline, cancellation) before its job started is left out.
         live = [e for e in taken if not e.future.done()]
-        batch = taken[0].batch
-        if not live or batch is None:
+        if not live:
             return
         try:
-            results = await batch([e.item for e in live])
+            results = await taken[0].batch([e.item for e in live])
             if len(results) != len(live):
                 raise RuntimeError(f"a batch of {len(live)} answered {len(results)} results")
         except asyncio.CancelledError:
@@ -207,23 +207,6 @@ class ActorRegistry(Lifecycle):
                 e.future.set_exception(result)
             else:
                 e.future.set_result(result)
-
-    async def _execute(self, envelope: _Envelope) -> None:
-        future = envelope.future
-        if future.done() or envelope.job is None:
-            return  # the caller gave up (deadline, cancellation) before the job started
-        try:
-            result = await envelope.job()
-        except asyncio.CancelledError:
-            if not future.done():
-                future.set_exception(Unavailable("the server is shutting down"))
-            raise
-        except Exception as exc:
-            if not future.done():
-                future.set_exception(exc)
-        else:
-            if not future.done():
-                future.set_result(result)
 
     async def _sweep(self) -> None:
         interval = min(max(self._idle_seconds / 2, 0.01), 5.0)

@@ -438,11 +438,10 @@ class LongTermMemory:
             scope, [_standing(c) for c in changes], max_live=self._settings.max_facts_per_scope
         )
         self._common_words.forget(scope)
-        changed = False
-        for change in (c for each in applied for c in each):
-            self._telemetry.fact_decision(change.decision.value)
-            changed = changed or change.decision is not Decision.NONE
-        if changed:
+        decisions = [c.decision for each in applied for c in each]
+        for decision in decisions:
+            self._telemetry.fact_decision(decision.value)
+        if any(d is not Decision.NONE for d in decisions):
             self._on_change()
         return applied
 

@@ -247,7 +247,7 @@ class MemoryServer:
         )
         await self.retention.start()
         self._stack.push_async_callback(self.retention.close)
-        extractor: Extractor = RuleExtractor()
+        extractor: Extractor = RuleExtractor(self_statements=settings.ltm_self_statements)
         reconciler: Reconciler = SimilarityReconciler(embedder)
         fallback_extractor: Extractor | None = None
         if settings.llm_base_url:

@@ -54,6 +54,10 @@ class Settings:
     # that names none of them scores this times its score; 1 weighs every fact alike
     # (memory.common_words).
     ltm_off_subject_weight: float = 0.8
+    # Offline learning: besides the rule forms, keep what the user says of their own life in
+    # plain statements ("Pottery is a big part of my life"), close to their words; false keeps
+    # only the forms (memory.self_statements).
+    ltm_self_statements: bool = True
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""

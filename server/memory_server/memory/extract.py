@@ -98,6 +98,7 @@ from memory_server.memory.extract_rules import (
 from memory_server.memory.facts import Candidate, FactKind
 from memory_server.memory.ports import ExtractionInput
 from memory_server.memory.restated import Recalled, unique
+from memory_server.memory.self_statements import POINTER_RE, self_statements
 from memory_server.memory.words import third_singular
 from memory_server.memory.world_rules import (
     DATED_RE,
@@ -114,7 +115,11 @@ NAME = "rules-v1"
 
 
 class RuleExtractor:
-    """Extractor that needs no model: rules over the user's sentences (see module doc)."""
+    """Extractor that needs no model: rules over the user's sentences (see module doc).
+    `self_statements` off keeps only the rule forms (memory/self_statements.py)."""
+
+    def __init__(self, *, self_statements: bool = True) -> None:
+        self._self_statements = self_statements
 
     @property
     def name(self) -> str:
@@ -127,19 +132,20 @@ class RuleExtractor:
         recalled = Recalled(turn.recalled)
         out: list[Candidate] = []
         previous: tuple[str, list[Candidate]] | None = None  # what "that's not true" is about
+        before = ""  # the sentence before, for one that opens with a pointer ("It helps me")
+        told: list[Candidate] = []  # the self statements that sentence gave
         for raw in SENTENCE_RE.split(turn.user_text):
             sentence = canon(raw.strip())
             if not sentence:
                 continue
+            said, read = sentence, False  # read: a form (or a retraction) read a clause of it
             change = bool(CHANGE_RE.search(sentence))
             lasting = bool(LASTING_RE.search(sentence))
             question = sentence.rstrip("\"') ").endswith("?")
             # A hedge, a one-off scope or someone else's words anywhere in the sentence colour
             # all of it: "For this query, I prefer tables" is not a lasting preference.
-            unsure = bool(
-                HEDGE_RE.search(POLITE_RE.sub("", strip_fillers(sentence)))
-                or EPHEMERAL_RE.search(sentence)
-            )
+            hedged = bool(HEDGE_RE.search(POLITE_RE.sub("", strip_fillers(sentence))))
+            unsure = hedged or bool(EPHEMERAL_RE.search(sentence))
             reported = bool(REPORTED_RE.search(SELF_REPORT_RE.sub("", sentence)))
             sentence, when = front_date(elided_subject(strip_fillers(sentence)))
             speaker = True  # whether the clause before is the user's (or an instruction)
@@ -154,10 +160,12 @@ class RuleExtractor:
                 speaker = bool(SPEAKER_RE.match(clause))
                 found: list[Candidate] = []
                 if REFERENCE_RE.match(clause):
+                    read = True
                     if previous is not None and not question:
                         out = [c for c in out if c not in previous[1]]
                         found = _retracted(_statement(previous[0], lasting=False), change)
                 elif (gone := _retraction(clause)) is not None:
+                    read = True
                     if not unsure and (polite or not question):
                         found = _retracted(gone, change)
                 elif not (unsure or reported or QUESTION_RE.match(clause)) and (
@@ -170,6 +178,20 @@ class RuleExtractor:
                     ]
                 out.extend(found)
                 previous = (clause, found)
+                read = read or bool(found)
+            # A sentence no form read may still tell something of the user's life; one that
+            # opens with a pointer is read with the sentence before (and replaces its fact).
+            texts = (
+                self_statements(said, before)
+                if self._self_statements and not (read or question or hedged)
+                else []
+            )
+            texts = [t for t in texts if not (recalled.repeats(said) or recalled.repeats(t))]
+            if texts and told and POINTER_RE.match(strip_fillers(said)):
+                out = [c for c in out if c not in told]
+            told = [Candidate(text, FactKind.OTHER) for text in texts]
+            out.extend(told)
+            before = "" if question else said
         return unique(out)
 
 

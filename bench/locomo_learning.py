@@ -44,7 +44,7 @@ from locomo_learning_scoring import (
     print_report,
     recall_table,
 )
-from locomo_recall import Progress, ask_all, bounded, ingest, wait_for_index
+from locomo_recall import REFERENCE, Progress, ask_all, bounded, ingest, wait_for_index
 from locomo_scoring import PROBE_TOP_K, latency_ms
 from reporting import run_meta, server_outcome, unwind_on_sigterm, write_report
 from serverproc import BenchServer
@@ -261,13 +261,14 @@ async def run(
             stub, conversations, extras, side_facts, args.search_concurrency
         )
         if not args.no_addfact:
-            fact_to_turn, added = await ingest(stub, conversations, 16)
+            # The reference setup only: the one locomo_recall.py reports.
+            fact_to_turn, added = await ingest(stub, conversations, 16, setups=(REFERENCE,))
             await wait_for_index(stub, conversations, added, 16, args.learn_timeout_s)
             ranked, _ = await ask_all(
                 stub, conversations, fact_to_turn, args.ks[-1], args.search_concurrency, "AddFact"
             )
             out["recall_addfact"] = recall_table(
-                [(q, [frozenset({d}) for d in found]) for q, found in ranked], args.ks
+                [(q, [frozenset({h.dia_id}) for h in found]) for q, found in ranked], args.ks
             )
     user_turns = sum(len(f.start_s) for f in fed)
     live = sum(len(facts) for pairs in side_facts.values() for _, facts in pairs)

@@ -62,7 +62,7 @@ def _run_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
     data = tmp_path / "tiny.json"
     data.write_text(json.dumps(CONVERSATION))
     out = tmp_path / "report.json"
-    command = [sys.executable, "bench/locomo_learning.py", "--data", str(data), "--no-addfact"]
+    command = [sys.executable, "bench/locomo_learning.py", "--data", str(data)]
     command += ["--json-out", str(out), "--k", "1,10", *extra]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -89,7 +89,11 @@ def _check(report: dict[str, Any], extractor_prefix: str) -> None:
 
 
 def test_offline_rules(tmp_path: Path) -> None:
-    _check(_run_bench(tmp_path), "rules")
+    report = _run_bench(tmp_path)
+    _check(report, "rules")
+    # Beside it, every turn stored through AddFact: both questions' evidence in the top 10.
+    addfact = report["recall_addfact"]["all"]
+    assert (addfact["questions"], addfact["R@10"]) == (2, 100.0)
 
 
 class _Mem0Script:
@@ -129,6 +133,7 @@ def test_llm_endpoint_runs_the_same_benchmark(tmp_path: Path, fake_llm: FakeLLM)
     fake_llm.responder = script
     report = _run_bench(
         tmp_path,
+        "--no-addfact",
         f"--server-arg=--llm-base-url={fake_llm.base_url}",
         "--server-arg=--llm-model=fake-model",
         "--server-arg=--llm-api-key=sk-test",

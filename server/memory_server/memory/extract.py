@@ -44,6 +44,11 @@ event is kept with or without its date ("I went to a support group") unless it n
 moment's work or talk ("I added a new column", "I made a mistake", "I saw your post"; those
 need a date, and one about the moment's work, "I ran the loader job yesterday", never counts).
 
+A sentence none of these forms reads (and no retraction) may still tell something of the
+user's own life in a plain statement ("Pottery is a huge part of my life"): memory/
+self_statements.py says when it is kept, close to the user's words (kind OTHER, no slot), and
+`RuleExtractor(self_statements=False)` (setting `ltm_self_statements`) turns that off.
+
 Retractions ("forget that I like jazz", "I don't like jazz anymore", "I no longer work at Acme",
 "I'm not a student anymore", "forget my timezone", "ignore what I said about coffee", "that's not
 true anymore" after a statement or after "you said I ...") give `retraction=True` and the text of

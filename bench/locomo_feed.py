@@ -124,11 +124,13 @@ async def feed_side(
     extras: Extras,
     side: Side,
     progress: Any,
+    pause_s: float = 0.0,
 ) -> Fed:
     """Every session of the conversation, in order, as one conversation of this side's scope:
     the user's turns through StartTurn, the other speaker's reply through CompleteTurn (which
     is what starts learning), a session's leading reply through AppendMessages. Each message
-    carries its session's time plus one second per turn, so the order holds."""
+    carries its session's time plus one second per turn, so the order holds. `pause_s` after
+    each reply is the user reading it before they answer (0: the next turn at once)."""
     fed = Fed(side)
     user = side.username
     for number, turns in sorted(sessions(conversation).items()):
@@ -170,6 +172,8 @@ async def feed_side(
                 )
                 fed.complete_s.append(time.perf_counter() - t0)
                 pending = ""
+                if pause_s:
+                    await asyncio.sleep(pause_s)
             else:
                 await stub.AppendMessages(
                     pb.AppendMessagesRequest(

@@ -70,6 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="first N sessions of each; only questions whose evidence lies in them",
     )
     p.add_argument("--feed-concurrency", type=int, default=10, help="scopes fed at once")
+    p.add_argument(
+        "--pause-ms",
+        type=float,
+        default=0.0,
+        help="after each reply, before the user's next turn (0: at once)",
+    )
     p.add_argument("--search-concurrency", type=int, default=4, help="SearchFacts in flight")
     p.add_argument("--max-facts-per-scope", type=int, default=5000)
     p.add_argument("--learn-timeout-s", type=float, default=1800, help="wait for learning")
@@ -241,7 +247,9 @@ async def run(
 
         async def feed(job: tuple[Conversation, Side]) -> None:
             c, side = job
-            fed.append(await feed_side(stub, c, extras[c.sample_id], side, progress))
+            fed.append(
+                await feed_side(stub, c, extras[c.sample_id], side, progress, args.pause_ms / 1000)
+            )
 
         t0 = time.monotonic()
         await bounded(all_sides, args.feed_concurrency, feed)
@@ -348,6 +356,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "questions": sum(len(c.questions) for c in conversations),
             "ks": args.ks,
             "feed_concurrency": args.feed_concurrency,
+            "pause_ms": args.pause_ms,
             "server_args": server_args,
             "fed_as": "two scopes per conversation (learn-<sample>-<speaker> / LoCoMo): the "
             "speaker's turns by StartTurn, the other's reply by CompleteTurn, a session's "

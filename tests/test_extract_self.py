@@ -56,6 +56,11 @@ KEPT: list[tuple[str, list[str]]] = [
         "Painting is my escape. It helps me relax after work.",
         ["Painting is their escape. It helps them relax after work"],
     ),
+    # Only the sentence right before: a pointer does not point at another pointer.
+    (
+        "Baking bread is my weekend ritual. It calms me down. It's also cheaper than the shop.",
+        ["Baking bread is their weekend ritual. It calms them down"],
+    ),
     # A part that says something on its own, when the whole does not.
     (
         "My garden is my favourite place in the city - your roses are lovely too.",
@@ -73,6 +78,8 @@ NOT_KEPT = [
     "I had a great time.",  # says nothing
     "It helps me relax.",  # a pointer with nothing before it
     "That's my dog.",
+    "Yep, John. These reminders help us stay motivated.",  # nothing said before to point at
+    "That's great. It gives me hope.",
     "Check out this pic of my garden.",  # to the listener
     "Show me the pottery classes near my home.",
     "Let's grab coffee with our friends next week.",  # a suggestion, a promise, an ability

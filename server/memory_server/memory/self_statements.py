@@ -21,7 +21,10 @@ these hold:
 
 A sentence that opens with a pointer ("It helps me relax", "That's why I paint") says nothing
 alone; it is read together with the sentence before it in the same message ("Painting is my
-escape. It helps me relax."), and the pair replaces the fact the first one gave, if any.
+escape. It helps me relax."), and the pair replaces the fact the first one gave, if any. That
+sentence must say something itself (two words that do) and must not open with a pointer or be
+a question: "Yep, John. These reminders help us" and "That's great. It gives me hope" give
+nothing, and in "... It calms me. It's cheaper" the second pointer has nothing to point at.
 
 The rewrite keeps the user's words: a leading "I"/"we" is dropped with its verb put in third
 person ("I usually watch" → "Usually watches", "I'm" → "Is", "I've" → "Has"), the other
@@ -38,7 +41,6 @@ from memory_server.memory.extract_rules import (
     IMPERATIVE_RE,
     POLITE_RE,
     QUESTION_RE,
-    REPORTED_RE,
     SELF_REPORT_RE,
     canon,
     clean,
@@ -88,7 +90,21 @@ _FUTURE_RE = _rx(r"^(?:I|we)(?:'ll|'d| need| have to| want)\b")
 # "tonight", which here date what happened ("I took my turtles out for a walk today").
 _ONE_OFF_RE = _rx(EPHEMERAL_RE.pattern.replace("today|tonight|", ""))
 # Opens with a pointer (needs the sentence before it) or speaks to the listener.
-POINTER_RE = _rx(r"^(?:it|it's|this|that|that's|these|those|here|here's|there|there's)\b")
+# "This plaque on my desk ..." names what it is about; "This is ...", "That helps ...",
+# "These reminders ..." point.
+_POINTING = r"is|was|has|had|really|just|also|all|one|kind|sort|stuff|thing"
+_POINTING += r"|made|gave|brought|kept|helped|reminded|meant"
+POINTER_RE = _rx(
+    rf"^(?:it|it's|here|here's|there|there's|these|those)\b|^(?:this|that)(?:'s\b|\s+(?:{_POINTING})\b|"
+    rf"\s+[a-z]+[^s\W]s\b)"
+)
+# Someone else's words or views ("my mom thinks", "he told me"); "deep in thought" and "to
+# believe in myself" are not reports, nor is "I thought about it".
+_REPORTED_RE = _rx(
+    r"\b(?:said|says|saying|told|tells|claims?|claimed|according to|asked|asks|mentioned|heard|"
+    r"wrote|writes)\b|(?<!\bI )(?<!\bin )(?<!\bto )(?<!\ba )\b(?:thinks|thought|believes)\b|"
+    r"\b(?:he|she|they|people|everyone|someone) (?:\w+ )?(?:think|believe)\b"
+)
 _TO_LISTENER_RE = _rx(
     r"^(?:check|look|take|see|imagine|guess|tell|keep|thanks|thank|show|give|find|help|run|"
     r"compute|count|draw|plot|compare|let|try|fix|create|build|generate|get|don't|do)\b"
@@ -150,15 +166,23 @@ def self_statement(sentence: str, before: str = "") -> str | None:
     if not core or core.rstrip("\"') ").endswith("?"):
         return None
     if POINTER_RE.match(core):
-        if not before or _TO_LISTENER_RE.match(before):
+        # What it points at is said in the sentence before, which must say something itself
+        # ("Yep, John. These reminders help us" has nothing to point at) and point at nothing.
+        before = _VOCATIVE_RE.sub("", strip_fillers(canon(before.strip())))
+        if (
+            len(content_words(before)) < 2
+            or POINTER_RE.match(before)
+            or _TO_LISTENER_RE.match(before)
+            or before.rstrip("\"') ").endswith("?")
+        ):
             return None
-        core = f"{_VOCATIVE_RE.sub('', strip_fillers(canon(before.strip())))} {core}"
+        core = f"{before} {core}"
     core = elided_subject(core)
     if (
         QUESTION_RE.match(core)
         or HEDGE_RE.search(core)
         or _ONE_OFF_RE.search(core)
-        or REPORTED_RE.search(SELF_REPORT_RE.sub("", core))
+        or _REPORTED_RE.search(SELF_REPORT_RE.sub("", core))
         or _NOT_STATED_RE.search(core)
         or not _FIRST_PERSON_RE.search(core)
         or SECOND_PERSON_RE.search(core)

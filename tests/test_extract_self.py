@@ -73,6 +73,8 @@ NOT_KEPT = [
     "You've always been there for me.",
     "I'm glad my garden makes you smile.",
     "Thanks, that means a lot to me.",  # small talk
+    "Sorry I haven't been around much lately.",
+    "Trust me, my hometown is amazing!",
     "It's been ages since we last talked about my plans.",
     "I agree, my mornings are busy too.",  # a reaction of the moment
     "I had a great time.",  # says nothing

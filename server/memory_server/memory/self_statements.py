@@ -107,7 +107,8 @@ _REPORTED_RE = _rx(
 )
 _TO_LISTENER_RE = _rx(
     r"^(?:check|look|take|see|imagine|guess|tell|keep|thanks|thank|show|give|find|help|run|"
-    r"compute|count|draw|plot|compare|let|try|fix|create|build|generate|get|don't|do)\b"
+    r"compute|count|draw|plot|compare|let|try|fix|create|build|generate|get|don't|do|trust|"
+    r"sorry|appreciate|sounds|glad|congrats|congratulations|good luck|welcome|cheers|wow)\b"
 )
 _VOCATIVE_RE = re.compile(r"^[A-Z][a-z]+,\s+")  # "Maria, I learn a lot ..."
 _ADVERBS = (

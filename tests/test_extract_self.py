@@ -41,6 +41,10 @@ KEPT: list[tuple[str, list[str]]] = [
         "Maria, I learn a lot from my own struggles with anxiety.",
         ["Learns a lot from their own struggles with anxiety"],
     ),
+    (
+        "We didn't expect our garden to grow so many tomatoes.",
+        ["Didn't expect their garden to grow so many tomatoes"],
+    ),
     # "today" dates what happened; it is no one-off instruction here.
     (
         "I was bored, so I took my turtles out for a walk today.",

@@ -213,7 +213,7 @@ def _third_person(sentence: str) -> str:
         return "Was " + m[1]
     if m := _LEAD_RE.match(sentence):
         verb = m["v"].lower()
-        if not (verb.endswith("ed") or verb in _PAST):
+        if not (verb.endswith("ed") or verb in _PAST or m["rest"].startswith("'")):
             verb = third_singular(verb)
         return f"{m['adv']}{verb}{m['rest']}"
     return sentence

@@ -7,13 +7,14 @@ and `ltm_self_statements` off."""
 from __future__ import annotations
 
 import pytest
+from test_extract_world import _live, _say
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.memory.extract import RuleExtractor
 from memory_server.memory.ports import ExtractionInput
 from memory_server.memory.self_statements import content_words, self_statements
 
-from conftest import RunningServer, ServerFactory, assert_eventually, new_id
+from conftest import ServerFactory, assert_eventually, new_id
 
 EXTRACTOR = RuleExtractor()
 RULES_ONLY = RuleExtractor(self_statements=False)
@@ -134,25 +135,6 @@ def test_content_words_and_the_limits() -> None:
 
 
 # --- the learning path over gRPC --------------------------------------------------------------
-
-
-async def _say(memory: RunningServer, scope: dict[str, str], conversation: str, text: str) -> str:
-    started = await memory.stub.StartTurn(
-        pb.StartTurnRequest(**scope, conversation_id=conversation, content=text)
-    )
-    await memory.stub.CompleteTurn(
-        pb.CompleteTurnRequest(
-            **scope,
-            conversation_id=conversation,
-            content="Nice!",
-            parent_id=started.message.message_id,
-        )
-    )
-    return started.message.message_id
-
-
-async def _live(memory: RunningServer, scope: dict[str, str]) -> list[pb.Fact]:
-    return list((await memory.stub.ListFacts(pb.ListFactsRequest(**scope))).facts)
 
 
 async def test_a_self_statement_is_learned_with_its_message_and_recalled_elsewhere(

@@ -46,6 +46,15 @@ KEPT: list[tuple[str, list[str]]] = [
         "We didn't expect our garden to grow so many tomatoes.",
         ["Didn't expect their garden to grow so many tomatoes"],
     ),
+    # What the user used to do is a fact of their past; "I know X" states X.
+    (
+        "I used to compete in dance competitions as a teenager.",
+        ["Used to compete in dance competitions as a teenager"],
+    ),
+    (
+        "I know hard work is what got me this far in my career.",
+        ["Knows hard work is what got them this far in their career"],
+    ),
     # "today" dates what happened; it is no one-off instruction here.
     (
         "I was bored, so I took my turtles out for a walk today.",

@@ -149,8 +149,10 @@ class RuleExtractor:
             question = sentence.rstrip("\"') ").endswith("?")
             # A hedge, a one-off scope or someone else's words anywhere in the sentence colour
             # all of it: "For this query, I prefer tables" is not a lasting preference.
-            hedged = bool(HEDGE_RE.search(POLITE_RE.sub("", strip_fillers(sentence))))
-            unsure = hedged or bool(EPHEMERAL_RE.search(sentence))
+            unsure = bool(
+                HEDGE_RE.search(POLITE_RE.sub("", strip_fillers(sentence)))
+                or EPHEMERAL_RE.search(sentence)
+            )
             reported = bool(REPORTED_RE.search(SELF_REPORT_RE.sub("", sentence)))
             sentence, when = front_date(elided_subject(strip_fillers(sentence)))
             speaker = True  # whether the clause before is the user's (or an instruction)
@@ -188,7 +190,7 @@ class RuleExtractor:
             # opens with a pointer is read with the sentence before (and replaces its fact).
             texts = (
                 self_statements(said, before)
-                if self._self_statements and not (read or question or hedged)
+                if self._self_statements and not (read or question)
                 else []
             )
             texts = [t for t in texts if not (recalled.repeats(said) or recalled.repeats(t))]

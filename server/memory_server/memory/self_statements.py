@@ -75,7 +75,7 @@ _OTHER_SUBJECT_RE = _rx(
 _MOMENT_RE = _rx(
     r"^(?:I|we)(?:'m|'re| am| are)?\s+(?:(?:so|really|very|super|totally|just|also|too|"
     r"definitely|truly)\s+)*(?:glad|happy|sorry|proud|thrilled|sure|thankful|grateful|stoked|"
-    r"pumped|impressed|amazed|touched|honou?red|curious|agree|know|see|understand|hear|"
+    r"pumped|impressed|amazed|touched|honou?red|curious|agree|understand|"
     r"appreciate|can't wait|hope|wish|guess|bet|mean|feel|miss|doing (?:well|good|great|fine|ok)|"
     r"(?:love|like) (?:it|that|this|them))\b"
 )
@@ -89,6 +89,9 @@ _FUTURE_RE = _rx(r"^(?:I|we)(?:'ll|'d| need| have to| want)\b")
 # Said for a while only ("for now"): the rule extractor's one-off scope, less "today" and
 # "tonight", which here date what happened ("I took my turtles out for a walk today").
 _ONE_OFF_RE = _rx(EPHEMERAL_RE.pattern.replace("today|tonight|", ""))
+# A hedge or a hypothetical, less "used to": what the user used to do is a fact of their past
+# ("I used to compete in dance competitions" → "Used to compete in dance competitions").
+_HEDGE_RE = _rx(HEDGE_RE.pattern.replace("used to|", ""))
 # Opens with a pointer (needs the sentence before it) or speaks to the listener.
 # "This plaque on my desk ..." names what it is about; "This is ...", "That helps ...",
 # "These reminders ..." point.
@@ -181,7 +184,7 @@ def self_statement(sentence: str, before: str = "") -> str | None:
     core = elided_subject(core)
     if (
         QUESTION_RE.match(core)
-        or HEDGE_RE.search(core)
+        or _HEDGE_RE.search(core)
         or _ONE_OFF_RE.search(core)
         or _REPORTED_RE.search(SELF_REPORT_RE.sub("", core))
         or _NOT_STATED_RE.search(core)

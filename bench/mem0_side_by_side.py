@@ -2,7 +2,7 @@
 vs our `SearchFacts`, on the same LoCoMo turns, questions, embedder and machine.
 
     .venv/bin/python bench/mem0_side_by_side.py [--data PATH] [--limit-conversations N] \
-        [--limit-turns N] [--limit-questions N] [--concurrency 16] \
+        [--limit-turns N] [--limit-questions N] [--concurrency 16] [--bulk N] \
         [--json-out bench/results/mem0_side_by_side.json]
 
 - **Data**: LoCoMo's dev split read in place (`locomo_data.load`), every turn as one fact
@@ -21,8 +21,9 @@ vs our `SearchFacts`, on the same LoCoMo turns, questions, embedder and machine.
   call returned (acked) and until each scope's last fact is in the vector index (indexed: our
   outbox indexes after the commit). mem0's is `add(infer=False)` in one thread, one turn per
   call, in the same order (its local qdrant is not thread-safe); a fact is searchable when
-  `add` returns. Floor, same run: the model alone embedding the first `--floor-texts` of the
-  same texts in batches of 32.
+  `add` returns. With `--bulk N` ours is `AddFacts`, N turns per call, each conversation's
+  calls in order and up to `--concurrency` conversations at once. Floor, same run: the model
+  alone embedding the first `--floor-texts` of the same texts in batches of 32.
 - **Search**: one call in flight, top_k 10, threshold 0 on our side, mem0's default threshold
   off (`threshold=0`), every question once per side after 5 warm-up calls. Recall@10 of the
   evidence turns is printed beside it, to show both searched the same data.
@@ -63,7 +64,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit-conversations", type=int)
     p.add_argument("--limit-turns", type=int, help="first N turns of each conversation")
     p.add_argument("--limit-questions", type=int, help="first N questions of each conversation")
-    p.add_argument("--concurrency", type=int, default=16, help="AddFacts in flight (ours)")
+    p.add_argument("--concurrency", type=int, default=16, help="AddFact calls in flight (ours)")
+    p.add_argument(
+        "--bulk",
+        type=int,
+        default=0,
+        help="ours through AddFacts, this many facts per call (0: AddFact, one per call); "
+        "--concurrency conversations in flight",
+    )
     p.add_argument("--warmup", type=int, default=5, help="unmeasured searches per side")
     p.add_argument("--floor-texts", type=int, default=640, help="texts the model floor embeds")
     p.add_argument("--json-out", type=Path, default=Path("bench/results/mem0_side_by_side.json"))
@@ -123,7 +131,10 @@ def model_floor(texts: list[str]) -> float:
 
 
 async def ours_ingest(
-    stub: pb_grpc.MemoryServiceStub, conversations: Sequence[Conversation], concurrency: int
+    stub: pb_grpc.MemoryServiceStub,
+    conversations: Sequence[Conversation],
+    concurrency: int,
+    bulk: int = 0,
 ) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
     longest = max(len(c.turns) for c in conversations)
     jobs = [(c, c.turns[i]) for i in range(longest) for c in conversations if i < len(c.turns)]
@@ -145,7 +156,37 @@ async def ours_ingest(
         fact_to_turn[conversation.sample_id][reply.fact.fact_id] = turn.dia_id
         last[conversation.sample_id] = (reply.fact.fact_id, turn.memory_text)
 
-    await bounded(jobs, concurrency, add)
+    async def add_many(job: Any) -> None:
+        conversation, turns = job
+        reply = await stub.AddFacts(
+            pb.AddFactsRequest(
+                username=username(conversation.sample_id),
+                graphname=GRAPHNAME,
+                facts=[pb.NewFact(text=t.memory_text, kind="other") for t in turns],
+            ),
+            timeout=120,
+        )
+        for turn, added in zip(turns, reply.facts, strict=True):
+            fact_to_turn[conversation.sample_id][added.fact_id] = turn.dia_id
+        last[conversation.sample_id] = (reply.facts[-1].fact_id, turns[-1].memory_text)
+
+    if bulk:
+        # Each conversation's turns in calls of `bulk`, in dialogue order; calls of different
+        # conversations in flight together (one conversation's calls one after another).
+        chunks = [
+            (c, c.turns[i : i + bulk]) for c in conversations for i in range(0, len(c.turns), bulk)
+        ]
+        by_conversation: dict[str, list[Any]] = {}
+        for chunk in chunks:
+            by_conversation.setdefault(chunk[0].sample_id, []).append(chunk)
+
+        async def one_conversation(calls: list[Any]) -> None:
+            for call in calls:
+                await add_many(call)
+
+        await bounded(list(by_conversation.values()), concurrency, one_conversation)
+    else:
+        await bounded(jobs, concurrency, add)
     acked_s = time.perf_counter() - began
     # Indexed: each scope's last fact searched by its own text comes back with a vector score
     # (not ~1: recall leaves the scope's common words out of what it embeds).
@@ -170,6 +211,7 @@ async def ours_ingest(
     return {
         "facts": n,
         "concurrency": concurrency,
+        "rpc": f"AddFacts ({bulk} per call)" if bulk else "AddFact",
         "acked_s": round(acked_s, 2),
         "acked_per_s": round(n / acked_s, 1),
         "indexed_s": round(indexed_s, 2),
@@ -306,7 +348,7 @@ async def ours(
 ) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
     async with grpc.aio.insecure_channel(address) as channel:
         return await ours_ingest(
-            pb_grpc.MemoryServiceStub(channel), conversations, args.concurrency
+            pb_grpc.MemoryServiceStub(channel), conversations, args.concurrency, args.bulk
         )
 
 
@@ -373,7 +415,8 @@ def report(result: dict[str, Any]) -> None:
     print("\n| measured | ours | mem0 | ours ÷ mem0 |")
     print("|---|---|---|---|")
     print(
-        f"| ingest, facts/s (indexed) | {oi['indexed_per_s']} ({oi['concurrency']} in flight) "
+        f"| ingest, facts/s (indexed) | {oi['indexed_per_s']} ({oi['rpc']}, "
+        f"{oi['concurrency']} in flight) "
         f"| {mi['per_s']} (1 thread) | {r['ingest_indexed_vs_mem0']}× |"
     )
     print(

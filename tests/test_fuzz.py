@@ -56,6 +56,7 @@ WRITES = {
     "RenameConversation",
     "DeleteConversation",
     "AddFact",
+    "AddFacts",
     "UpdateFact",
     "DeleteFact",
     "ForgetScope",

@@ -57,7 +57,10 @@ def slice_file(path: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_the_side_by_side_bench_measures_both_systems_on_the_same_slice(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("bulk", "rpc"), [(0, "AddFact"), (3, "AddFacts (3 per call)")])
+def test_the_side_by_side_bench_measures_both_systems_on_the_same_slice(
+    tmp_path: Path, bulk: int, rpc: str
+) -> None:
     out = tmp_path / "result.json"
     run = subprocess.run(
         [
@@ -69,6 +72,8 @@ def test_the_side_by_side_bench_measures_both_systems_on_the_same_slice(tmp_path
             "4",
             "--warmup",
             "1",
+            "--bulk",
+            str(bulk),
             "--json-out",
             str(out),
         ],
@@ -81,6 +86,7 @@ def test_the_side_by_side_bench_measures_both_systems_on_the_same_slice(tmp_path
     result = json.loads(out.read_text())
     assert result["facts"] == len(TURNS)
     assert result["ours_ingest"]["facts"] == result["mem0_ingest"]["facts"] == len(TURNS)
+    assert result["ours_ingest"]["rpc"] == rpc
     assert result["ours_search"]["calls"] == result["mem0_search"]["calls"] == len(QUESTIONS)
     # Both really searched the stored turns: each question names its evidence's rare words,
     # and with 8 turns and top 10 every turn is returned anyway.

@@ -339,6 +339,21 @@ class _Rpcs:
             conversation_id=conversation_id,
         )
 
+    @rpc("AddFacts", pb.AddFactsResponse, retry_if=never)
+    def add_facts(
+        self,
+        username: str,
+        graphname: str,
+        facts: Sequence[pb.NewFact],
+        *,
+        timeout_s: float | None = None,
+    ) -> pb.AddFactsRequest:
+        """Up to 1000 facts in one transaction (all or none), each as `add_fact` stores it;
+        the answer has one `AddedFact` per fact, in order. Not retried on its own: a retry
+        after an unknown outcome is safe (a text already live is not stored twice) but then
+        reads `added=false` for what the lost attempt stored."""
+        return pb.AddFactsRequest(username=username, graphname=graphname, facts=facts)
+
     @rpc("UpdateFact", pb.UpdateFactResponse, retry_if=never)
     def update_fact(
         self,

@@ -1444,6 +1444,113 @@ class AddFactResponse(_message.Message):
 Global___AddFactResponse: _TypeAlias = AddFactResponse  # noqa: Y015
 
 @_typing.final
+class NewFact(_message.Message):
+    """One fact of an AddFacts call: the fields of AddFactRequest without the scope."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    VALID_TIME_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    kind: _builtins.str
+    """preference | decision | goal | identity | other (default other)"""
+    conversation_id: _builtins.str
+    @_builtins.property
+    def valid_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        valid_time: _timestamp_pb2.Timestamp | None = ...,
+        conversation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["valid_time", b"valid_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "kind", b"kind", "text", b"text", "valid_time", b"valid_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NewFact: _TypeAlias = NewFact  # noqa: Y015
+
+@_typing.final
+class AddFactsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    FACTS_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    @_builtins.property
+    def facts(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewFact]:
+        """1 to 1000 facts, stored in this order."""
+
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        facts: _abc.Iterable[Global___NewFact] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["facts", b"facts", "graphname", b"graphname", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddFactsRequest: _TypeAlias = AddFactsRequest  # noqa: Y015
+
+@_typing.final
+class AddedFact(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACT_ID_FIELD_NUMBER: _builtins.int
+    ADDED_FIELD_NUMBER: _builtins.int
+    fact_id: _builtins.str
+    added: _builtins.bool
+    """false: a live fact with the same text was there already (or earlier in this call), and
+    fact_id is that fact's; nothing was written for this one.
+    """
+    def __init__(
+        self,
+        *,
+        fact_id: _builtins.str = ...,
+        added: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "fact_id", b"fact_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddedFact: _TypeAlias = AddedFact  # noqa: Y015
+
+@_typing.final
+class AddFactsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def facts(self) -> _containers.RepeatedCompositeFieldContainer[Global___AddedFact]:
+        """One per requested fact, in the request's order."""
+
+    def __init__(
+        self,
+        *,
+        facts: _abc.Iterable[Global___AddedFact] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["facts", b"facts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddFactsResponse: _TypeAlias = AddFactsResponse  # noqa: Y015
+
+@_typing.final
 class UpdateFactRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

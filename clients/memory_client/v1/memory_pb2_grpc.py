@@ -109,6 +109,11 @@ class MemoryServiceStub:
                 request_serializer=memory__client_dot_v1_dot_memory__pb2.AddFactRequest.SerializeToString,
                 response_deserializer=memory__client_dot_v1_dot_memory__pb2.AddFactResponse.FromString,
                 _registered_method=True)
+        self.AddFacts = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/AddFacts',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.AddFactsRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.AddFactsResponse.FromString,
+                _registered_method=True)
         self.UpdateFact = channel.unary_unary(
                 '/graphrag.memory.v1.MemoryService/UpdateFact',
                 request_serializer=memory__client_dot_v1_dot_memory__pb2.UpdateFactRequest.SerializeToString,
@@ -236,6 +241,15 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddFacts(self, request, context):
+        """Many facts at once, for imports and migrations: each as AddFact would store it (same
+        validation, idempotent by text), all in one transaction on the scope's actor, so either
+        every fact is stored or, on any error, none is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateFact(self, request, context):
         """Supersedes the fact's live version with new text (the old version is kept).
         """
@@ -335,6 +349,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.AddFact,
                     request_deserializer=memory__client_dot_v1_dot_memory__pb2.AddFactRequest.FromString,
                     response_serializer=memory__client_dot_v1_dot_memory__pb2.AddFactResponse.SerializeToString,
+            ),
+            'AddFacts': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddFacts,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.AddFactsRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.AddFactsResponse.SerializeToString,
             ),
             'UpdateFact': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateFact,
@@ -757,6 +776,33 @@ class MemoryService:
             '/graphrag.memory.v1.MemoryService/AddFact',
             memory__client_dot_v1_dot_memory__pb2.AddFactRequest.SerializeToString,
             memory__client_dot_v1_dot_memory__pb2.AddFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddFacts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/AddFacts',
+            memory__client_dot_v1_dot_memory__pb2.AddFactsRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.AddFactsResponse.FromString,
             options,
             channel_credentials,
             insecure,

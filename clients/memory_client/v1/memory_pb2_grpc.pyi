@@ -73,6 +73,11 @@ class MemoryServiceStub:
     GetFactHistory: _grpc.UnaryUnaryMultiCallable[_memory_pb2.GetFactHistoryRequest, _memory_pb2.GetFactHistoryResponse]
     """Every change to a fact with its provenance."""
     AddFact: _grpc.UnaryUnaryMultiCallable[_memory_pb2.AddFactRequest, _memory_pb2.AddFactResponse]
+    AddFacts: _grpc.UnaryUnaryMultiCallable[_memory_pb2.AddFactsRequest, _memory_pb2.AddFactsResponse]
+    """Many facts at once, for imports and migrations: each as AddFact would store it (same
+    validation, idempotent by text), all in one transaction on the scope's actor, so either
+    every fact is stored or, on any error, none is.
+    """
     UpdateFact: _grpc.UnaryUnaryMultiCallable[_memory_pb2.UpdateFactRequest, _memory_pb2.UpdateFactResponse]
     """Supersedes the fact's live version with new text (the old version is kept)."""
     DeleteFact: _grpc.UnaryUnaryMultiCallable[_memory_pb2.DeleteFactRequest, _memory_pb2.DeleteFactResponse]
@@ -121,6 +126,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     GetFactHistory: _aio.UnaryUnaryMultiCallable[_memory_pb2.GetFactHistoryRequest, _memory_pb2.GetFactHistoryResponse]  # type: ignore[assignment]
     """Every change to a fact with its provenance."""
     AddFact: _aio.UnaryUnaryMultiCallable[_memory_pb2.AddFactRequest, _memory_pb2.AddFactResponse]  # type: ignore[assignment]
+    AddFacts: _aio.UnaryUnaryMultiCallable[_memory_pb2.AddFactsRequest, _memory_pb2.AddFactsResponse]  # type: ignore[assignment]
+    """Many facts at once, for imports and migrations: each as AddFact would store it (same
+    validation, idempotent by text), all in one transaction on the scope's actor, so either
+    every fact is stored or, on any error, none is.
+    """
     UpdateFact: _aio.UnaryUnaryMultiCallable[_memory_pb2.UpdateFactRequest, _memory_pb2.UpdateFactResponse]  # type: ignore[assignment]
     """Supersedes the fact's live version with new text (the old version is kept)."""
     DeleteFact: _aio.UnaryUnaryMultiCallable[_memory_pb2.DeleteFactRequest, _memory_pb2.DeleteFactResponse]  # type: ignore[assignment]
@@ -256,6 +266,17 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_pb2.AddFactRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_pb2.AddFactResponse, _abc.Awaitable[_memory_pb2.AddFactResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AddFacts(
+        self,
+        request: _memory_pb2.AddFactsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.AddFactsResponse, _abc.Awaitable[_memory_pb2.AddFactsResponse]]:
+        """Many facts at once, for imports and migrations: each as AddFact would store it (same
+        validation, idempotent by text), all in one transaction on the scope's actor, so either
+        every fact is stored or, on any error, none is.
+        """
 
     @_abc_1.abstractmethod
     def UpdateFact(

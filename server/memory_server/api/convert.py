@@ -57,14 +57,14 @@ def feedback(field: str, value: int) -> Feedback:
         raise InvalidArgument(field, f"unknown value {value}") from None
 
 
-def fact_kind(value: str) -> FactKind | None:
+def fact_kind(value: str, field: str = "kind") -> FactKind | None:
     if not value:
         return None
     try:
         return FactKind(value.lower())
     except ValueError:
         kinds = ", ".join(k.value for k in FactKind)
-        raise InvalidArgument("kind", f"must be one of {kinds}") from None
+        raise InvalidArgument(field, f"must be one of {kinds}") from None
 
 
 def message_pb(m: StoredMessage) -> pb.Message:

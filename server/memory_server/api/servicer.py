@@ -12,7 +12,7 @@ from memory_server.api import convert as c
 from memory_server.api import validation as v
 from memory_server.api.call import Call, GraphCall, graph_rpc, rpc, time_field
 from memory_server.memory.errors import Disabled, InvalidArgument
-from memory_server.memory.facts import FactKind
+from memory_server.memory.facts import Decision, FactKind, NewFact
 from memory_server.memory.identity import Scope
 from memory_server.memory.ltm import LongTermMemory
 from memory_server.memory.model import NewMessage
@@ -26,6 +26,7 @@ LIST_FEEDBACK_PAGE = (100, 1000)
 LIST_FACTS_PAGE = (100, 1000)
 MAX_TOP_K = 100
 MAX_FACT_CHARS = 2000
+MAX_FACTS_PER_CALL = 1000  # AddFacts
 
 
 class MemoryServicer(pb_grpc.MemoryServiceServicer):
@@ -329,6 +330,35 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             conversation_id=call.id("conversation_id", required=False),
         )
         return pb.AddFactResponse(fact=await self._fact_version(call.scope, change.fact_id))
+
+    @rpc
+    async def AddFacts(self, call: Call[pb.AddFactsRequest]) -> pb.AddFactsResponse:
+        given = call.request.facts
+        if not given:
+            raise InvalidArgument("facts", "must not be empty")
+        if len(given) > MAX_FACTS_PER_CALL:
+            raise InvalidArgument(
+                "facts", f"{len(given)} facts; the limit is {MAX_FACTS_PER_CALL} per call"
+            )
+        facts = []
+        for i, f in enumerate(given):  # every one checked before any is written
+            field = f"facts[{i}]"
+            text = v.content(f"{field}.text", f.text, self._settings.max_message_bytes)
+            facts.append(
+                NewFact(
+                    v.short_text(f"{field}.text", text.strip(), MAX_FACT_CHARS),
+                    c.fact_kind(f.kind, f"{field}.kind") or FactKind.OTHER,
+                    time_field(f"{field}.valid_time", f, "valid_time"),
+                    v.identifier(f"{field}.conversation_id", f.conversation_id, required=False),
+                )
+            )
+        changes = await self._ltm.add_facts(call.scope, facts)
+        return pb.AddFactsResponse(
+            facts=[
+                pb.AddedFact(fact_id=ch.fact_id, added=ch.decision is not Decision.NONE)
+                for ch in changes
+            ]
+        )
 
     @rpc
     async def UpdateFact(self, call: Call[pb.UpdateFactRequest]) -> pb.UpdateFactResponse:

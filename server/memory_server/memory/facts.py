@@ -118,6 +118,17 @@ class FactVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class NewFact:
+    """A fact to add by hand (AddFact, AddFacts): true from `valid_from` (None: now), said in
+    `conversation_id` (provenance; empty: none)."""
+
+    text: str
+    kind: FactKind
+    valid_from: datetime | None = None
+    conversation_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Provenance:
     conversation_id: str = ""
     message_id: str = ""

@@ -31,6 +31,7 @@ from memory_server.memory.facts import (
     FactVersion,
     HistoryEvent,
     LiveFact,
+    NewFact,
     Provenance,
     ReconciledCandidate,
 )
@@ -465,17 +466,35 @@ class LongTermMemory:
         (provenance; empty: none), unless a live fact has the same normalised text: then that
         one is returned (NONE) and nothing is written, however many servers are asked at
         once."""
-        [candidate] = await said_when([Candidate(text, kind)], valid_from, self._events)
-        decisions = [ReconciledCandidate(Decision.ADD, candidate)]
         # Re-checked under the lock against the live facts as the AddFacts before it in its
         # batch left them: the same text twice is stored once, and both get its id.
-        adding = Applying(
-            decisions,
-            Provenance(conversation_id, extractor=MANUAL),
-            lambda live: revalidate(decisions, live),
-        )
+        adding = await self._adding(NewFact(text, kind, valid_from, conversation_id))
         return await self._executor.run_batched(
             scope, "add_fact", adding, lambda batch: self._add_facts(scope, batch)
+        )
+
+    async def add_facts(self, scope: Scope, facts: Sequence[NewFact]) -> list[AppliedChange]:
+        """Every fact as `add_fact` would store it, in order, in one transaction on the scope's
+        actor: all are stored, or on any error none is. A text equal to a live fact's (or to
+        an earlier one of the call) writes nothing and answers that fact's id (NONE)."""
+        adding = [await self._adding(fact) for fact in facts]
+
+        async def job() -> list[AppliedChange]:
+            return await self._add_facts(scope, adding)
+
+        return await self._executor.run(scope, job)
+
+    async def _adding(self, fact: NewFact) -> Applying:
+        """A hand-added fact, dated, as a change to apply; re-checked under the scope's lock
+        against the live facts as the changes before it left them."""
+        [candidate] = await said_when(
+            [Candidate(fact.text, fact.kind)], fact.valid_from, self._events
+        )
+        decisions = [ReconciledCandidate(Decision.ADD, candidate)]
+        return Applying(
+            decisions,
+            Provenance(fact.conversation_id, extractor=MANUAL),
+            lambda live: revalidate(decisions, live),
         )
 
     async def _add_facts(self, scope: Scope, adding: list[Applying]) -> list[AppliedChange]:

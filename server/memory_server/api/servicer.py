@@ -130,13 +130,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         )
 
     def _new_messages(self, given: Sequence[pb.NewMessage]) -> list[NewMessage]:
-        limit = self._settings.max_messages_per_append
-        if not given:
-            raise InvalidArgument("messages", "must not be empty")
-        if len(given) > limit:
-            raise InvalidArgument(
-                "messages", f"{len(given)} messages; the limit is {limit} per call"
-            )
+        v.items("messages", len(given), self._settings.max_messages_per_append, "messages")
         messages = []
         seen: set[str] = set()
         for i, m in enumerate(given):
@@ -334,12 +328,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     @rpc
     async def AddFacts(self, call: Call[pb.AddFactsRequest]) -> pb.AddFactsResponse:
         given = call.request.facts
-        if not given:
-            raise InvalidArgument("facts", "must not be empty")
-        if len(given) > MAX_FACTS_PER_CALL:
-            raise InvalidArgument(
-                "facts", f"{len(given)} facts; the limit is {MAX_FACTS_PER_CALL} per call"
-            )
+        v.items("facts", len(given), MAX_FACTS_PER_CALL, "facts")
         facts = []
         for i, f in enumerate(given):  # every one checked before any is written
             field = f"facts[{i}]"

@@ -45,6 +45,14 @@ def scope(username: str, graphname: str) -> Scope:
     return Scope(identifier("username", username), identifier("graphname", graphname))
 
 
+def items(field: str, count: int, limit: int, noun: str) -> None:
+    """A repeated field of one call: at least one item and at most `limit`."""
+    if not count:
+        raise InvalidArgument(field, "must not be empty")
+    if count > limit:
+        raise InvalidArgument(field, f"{count} {noun}; the limit is {limit} per call")
+
+
 def content(field: str, value: str, max_bytes: int, *, required: bool = True) -> str:
     if required and not value.strip():
         raise InvalidArgument(field, "must not be empty")

@@ -2,13 +2,14 @@
 ingest and during StartTurn with long-term recall.
 
     .venv/bin/python bench/profile_server.py [--scopes 8] [--facts 250] [--concurrency 16] \
-        [--turn-seconds 20] [--json-out bench/results/profile_server.json]
+        [--bulk N] [--turn-seconds 20] [--json-out bench/results/profile_server.json]
 
 1. **Server**: `serverproc.BenchServer`; once its PostgreSQL is initialised, the bench sets
    `shared_preload_libraries = 'pg_stat_statements'` (the embedded distribution ships it) with
    ALTER SYSTEM, restarts the server on the same data dir and creates the extension.
 2. **Ingest**: `--scopes` × `--facts` AddFacts (recall_texts' facts), `--concurrency` in flight,
-   until each scope's last fact is in the vector index; py-spy records the server (raw, 100
+   until each scope's last fact is in the vector index (`--bulk N`: each scope's facts in
+   AddFacts calls of N instead); py-spy records the server (raw, 100
    Hz) for the whole window; pg_stat_statements is reset first and read after.
 3. **Turns**: StartTurn on those scopes (each worker its own conversation with 10 prior turns,
    recall_texts' questions), `--concurrency` in flight for `--turn-seconds`, same recording.
@@ -151,8 +152,19 @@ async def ingest(
                 pb.AddFactRequest(username=user, graphname=GRAPH, text=text), timeout=120
             )
 
-    await asyncio.gather(*(add(users[s], texts[s][k]) for k in range(args.facts)
-                           for s in range(len(users))))  # fmt: skip
+    async def add_many(user: str, facts: list[str]) -> None:
+        async with gate:
+            for i in range(0, len(facts), args.bulk):
+                chunk = [pb.NewFact(text=t) for t in facts[i : i + args.bulk]]
+                await stub.AddFacts(
+                    pb.AddFactsRequest(username=user, graphname=GRAPH, facts=chunk), timeout=120
+                )
+
+    if args.bulk:  # each scope's facts in AddFacts calls of --bulk, scopes side by side
+        await asyncio.gather(*(add_many(u, t) for u, t in zip(users, texts, strict=True)))
+    else:
+        await asyncio.gather(*(add(users[s], texts[s][k]) for k in range(args.facts)
+                               for s in range(len(users))))  # fmt: skip
     for user, facts in zip(users, texts, strict=True):
         request = pb.SearchFactsRequest(
             username=user, graphname=GRAPH, query=facts[-1], top_k=100, threshold=0.0
@@ -291,6 +303,7 @@ def main() -> None:
     parser.add_argument("--scopes", type=int, default=8)
     parser.add_argument("--facts", type=int, default=250)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--bulk", type=int, default=0, help="ingest through AddFacts, N per call")
     parser.add_argument("--turn-seconds", type=float, default=20.0)
     parser.add_argument("--profile-dir", type=Path, default=Path("bench/results/profile"))
     parser.add_argument("--json-out", type=Path, default=Path("bench/results/profile_server.json"))

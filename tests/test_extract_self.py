@@ -12,7 +12,7 @@ from test_extract_world import _live, _say
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.memory.extract import RuleExtractor
 from memory_server.memory.ports import ExtractionInput
-from memory_server.memory.self_statements import content_words, self_statements
+from memory_server.memory.self_statements import meaningful_words, self_statements
 
 from conftest import ServerFactory, assert_eventually, new_id
 
@@ -135,9 +135,14 @@ def test_a_restatement_of_a_recalled_fact_is_dropped() -> None:
     assert EXTRACTOR.extract_sync(turn) == []
 
 
-def test_content_words_and_the_limits() -> None:
-    assert content_words("I had a great time") == []
-    assert content_words("Pottery is a huge part of my life") == ["pottery", "huge", "part", "life"]
+def test_meaningful_words_and_the_limits() -> None:
+    assert meaningful_words("I had a great time") == []
+    assert meaningful_words("Pottery is a huge part of my life") == [
+        "pottery",
+        "huge",
+        "part",
+        "life",
+    ]
     assert self_statements("I love pottery.") == []  # two content words: below the floor
     long = "I spent my summer " + " ".join(["hiking in the hills"] * 8) + "."
     assert self_statements(long) == []  # over MAX_WORDS

@@ -314,39 +314,32 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
 
     @rpc
     async def AddFact(self, call: Call[pb.AddFactRequest]) -> pb.AddFactResponse:
-        text = v.short_text("text", call.content("text").strip(), MAX_FACT_CHARS)
-        kind = c.fact_kind(call.request.kind) or FactKind.OTHER
-        change = await self._ltm.add_fact(
-            call.scope,
-            text,
-            kind,
-            call.time("valid_time"),
-            conversation_id=call.id("conversation_id", required=False),
-        )
+        change = await self._ltm.add_fact(call.scope, self._new_fact("", call.request))
         return pb.AddFactResponse(fact=await self._fact_version(call.scope, change.fact_id))
 
     @rpc
     async def AddFacts(self, call: Call[pb.AddFactsRequest]) -> pb.AddFactsResponse:
         given = call.request.facts
         v.items("facts", len(given), MAX_FACTS_PER_CALL, "facts")
-        facts = []
-        for i, f in enumerate(given):  # every one checked before any is written
-            field = f"facts[{i}]"
-            text = v.content(f"{field}.text", f.text, self._settings.max_message_bytes)
-            facts.append(
-                NewFact(
-                    v.short_text(f"{field}.text", text.strip(), MAX_FACT_CHARS),
-                    c.fact_kind(f.kind, f"{field}.kind") or FactKind.OTHER,
-                    time_field(f"{field}.valid_time", f, "valid_time"),
-                    v.identifier(f"{field}.conversation_id", f.conversation_id, required=False),
-                )
-            )
+        # Every one checked before any is written.
+        facts = [self._new_fact(f"facts[{i}].", f) for i, f in enumerate(given)]
         changes = await self._ltm.add_facts(call.scope, facts)
         return pb.AddFactsResponse(
             facts=[
                 pb.AddedFact(fact_id=ch.fact_id, added=ch.decision is not Decision.NONE)
                 for ch in changes
             ]
+        )
+
+    def _new_fact(self, prefix: str, m: pb.AddFactRequest | pb.NewFact) -> NewFact:
+        """The fact fields of an AddFactRequest or of an AddFacts item (named `prefix` +
+        field in errors), validated."""
+        text = v.content(f"{prefix}text", m.text, self._settings.max_message_bytes)
+        return NewFact(
+            v.short_text(f"{prefix}text", text.strip(), MAX_FACT_CHARS),
+            c.fact_kind(m.kind, f"{prefix}kind") or FactKind.OTHER,
+            time_field(f"{prefix}valid_time", m, "valid_time"),
+            v.identifier(f"{prefix}conversation_id", m.conversation_id, required=False),
         )
 
     @rpc

@@ -19,17 +19,24 @@ async def said_when(
     candidates: Sequence[Candidate], said_at: datetime | None, events: EventDates | None
 ) -> list[Candidate]:
     """The candidates stamped with when they were said (None: now, at write), and with the
-    date their text speaks of, resolved against that time. Resolution runs on a worker thread
-    (dateparser is CPU-bound), and only for texts holding a time word."""
-    stamped = [replace(c, said_at=said_at) for c in candidates]
-    if events is None or not any(events.needs_resolving(c.text) for c in stamped):
-        return stamped
-    base = said_at or datetime.now(UTC)
+    date their text speaks of, resolved against that time (`dated`)."""
+    return await dated([replace(c, said_at=said_at) for c in candidates], events)
+
+
+async def dated(candidates: Sequence[Candidate], events: EventDates | None) -> list[Candidate]:
+    """The candidates with the date their text speaks of, each resolved against its own
+    `said_at` (None: now). Resolution runs on one worker thread for all of them (dateparser
+    is CPU-bound), and only for texts holding a time word."""
+    if events is None or not any(events.needs_resolving(c.text) for c in candidates):
+        return list(candidates)
+    now = datetime.now(UTC)
 
     def resolve() -> list[Candidate]:
         return [
-            replace(c, event=events.resolve(c.text, base)) if events.needs_resolving(c.text) else c
-            for c in stamped
+            replace(c, event=events.resolve(c.text, c.said_at or now))
+            if events.needs_resolving(c.text)
+            else c
+            for c in candidates
         ]
 
     return await asyncio.to_thread(resolve)

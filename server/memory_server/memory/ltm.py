@@ -11,6 +11,7 @@ decisions were made against (see `learn`), so two servers never write duplicates
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,7 +22,7 @@ from typing import TypeVar
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.common_words import CommonWords, VectorQuestion, subject_weight
 from memory_server.memory.errors import NotFound, Unavailable
-from memory_server.memory.event_time import asked_when, said_when
+from memory_server.memory.event_time import asked_when, dated, said_when
 from memory_server.memory.expand import ExpandSettings, expand, seeds
 from memory_server.memory.facts import (
     AppliedChange,
@@ -453,22 +454,12 @@ class LongTermMemory:
 
     # --- manual operations -------------------------------------------------------------------
 
-    async def add_fact(
-        self,
-        scope: Scope,
-        text: str,
-        kind: FactKind,
-        valid_from: datetime | None = None,
-        *,
-        conversation_id: str = "",
-    ) -> AppliedChange:
-        """Adds the fact, valid from `valid_from` (now when None) and said in `conversation_id`
-        (provenance; empty: none), unless a live fact has the same normalised text: then that
-        one is returned (NONE) and nothing is written, however many servers are asked at
-        once."""
+    async def add_fact(self, scope: Scope, fact: NewFact) -> AppliedChange:
+        """Adds the fact unless a live fact has the same normalised text: then that one is
+        returned (NONE) and nothing is written, however many servers are asked at once."""
         # Re-checked under the lock against the live facts as the AddFacts before it in its
         # batch left them: the same text twice is stored once, and both get its id.
-        adding = await self._adding(NewFact(text, kind, valid_from, conversation_id))
+        [adding] = await self._adding([fact])
         return await self._executor.run_batched(
             scope, "add_fact", adding, lambda batch: self._add_facts(scope, batch)
         )
@@ -477,25 +468,30 @@ class LongTermMemory:
         """Every fact as `add_fact` would store it, in order, in one transaction on the scope's
         actor: all are stored, or on any error none is. A text equal to a live fact's (or to
         an earlier one of the call) writes nothing and answers that fact's id (NONE)."""
-        adding = [await self._adding(fact) for fact in facts]
+        adding = await self._adding(facts)
 
         async def job() -> list[AppliedChange]:
             return await self._add_facts(scope, adding)
 
         return await self._executor.run(scope, job)
 
-    async def _adding(self, fact: NewFact) -> Applying:
-        """A hand-added fact, dated, as a change to apply; re-checked under the scope's lock
-        against the live facts as the changes before it left them."""
-        [candidate] = await said_when(
-            [Candidate(fact.text, fact.kind)], fact.valid_from, self._events
+    async def _adding(self, facts: Sequence[NewFact]) -> list[Applying]:
+        """Hand-added facts, dated, as changes to apply; each is re-checked under the scope's
+        lock against the live facts as the changes before it left them."""
+        candidates = await dated(
+            [Candidate(f.text, f.kind, said_at=f.valid_from) for f in facts], self._events
         )
-        decisions = [ReconciledCandidate(Decision.ADD, candidate)]
-        return Applying(
-            decisions,
-            Provenance(fact.conversation_id, extractor=MANUAL),
-            lambda live: revalidate(decisions, live),
-        )
+        out: list[Applying] = []
+        for fact, candidate in zip(facts, candidates, strict=True):
+            decisions = [ReconciledCandidate(Decision.ADD, candidate)]
+            out.append(
+                Applying(
+                    decisions,
+                    Provenance(fact.conversation_id, extractor=MANUAL),
+                    functools.partial(revalidate, decisions),
+                )
+            )
+        return out
 
     async def _add_facts(self, scope: Scope, adding: list[Applying]) -> list[AppliedChange]:
         """AddFacts queued back to back on the scope's actor, in one transaction."""

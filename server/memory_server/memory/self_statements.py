@@ -51,6 +51,7 @@ from memory_server.memory.extract_rules import (
 from memory_server.memory.fact_shape import PEOPLE, words
 from memory_server.memory.words import third_singular
 from memory_server.memory.world_rules import (
+    IRREGULAR_PAST,
     SECOND_PERSON_RE,
     TECHNICAL_RE,
     UNDATED_NOT_EVENTS,
@@ -119,12 +120,8 @@ _ADVERBS = (
     r"definitely|sometimes|often|already|truly|both|all"
 )
 _LEAD_RE = _rx(rf"^(?:I|we)\s+(?P<adv>(?:(?:{_ADVERBS})\s+)*)(?P<v>[a-z]+)\b(?P<rest>.*)$")
-_PAST = words(
-    """ran went got bought took saw met won lost made gave began flew drove swam found left
-    became built sold came caught taught spent broke held sang rode did had threw ate drank grew
-    paid brought fought climbed wore hit beat felt kept thought told said knew wrote read heard
-    sent"""
-)
+# Past forms that take no "-s" when the "I" goes ("I felt" → "Felt").
+_PAST = IRREGULAR_PAST | words("felt kept thought told said knew wrote read heard sent")
 _SMALL = words(
     """i i'm i've i'd i'll me my mine myself we we're we've us our ours you your it it's its this
     that these those the a an and or but so to of in on at for with from by as about into over
@@ -138,7 +135,7 @@ _SMALL = words(
 )
 
 
-def content_words(text: str) -> list[str]:
+def meaningful_words(text: str) -> list[str]:
     """The words of `text` that say something (not function words, light verbs, small talk)."""
     return [w for w in re.findall(r"[a-z][a-z'-]+", text.lower()) if w not in _SMALL]
 
@@ -174,7 +171,7 @@ def self_statement(sentence: str, before: str = "") -> str | None:
         # ("Yep, John. These reminders help us" has nothing to point at) and point at nothing.
         before = _VOCATIVE_RE.sub("", strip_fillers(canon(before.strip())))
         if (
-            len(content_words(before)) < 2
+            len(meaningful_words(before)) < 2
             or POINTER_RE.match(before)
             or _TO_LISTENER_RE.match(before)
             or before.rstrip("\"') ").endswith("?")
@@ -196,7 +193,7 @@ def self_statement(sentence: str, before: str = "") -> str | None:
         or _MOMENT_RE.match(core)
         or _FUTURE_RE.match(core)
         or TECHNICAL_RE.search(core)
-        or len(content_words(core)) < MIN_CONTENT_WORDS
+        or len(meaningful_words(core)) < MIN_CONTENT_WORDS
         or ((lead := _LEAD_RE.match(core)) and lead["v"].lower() in UNDATED_NOT_EVENTS)
     ):
         return None

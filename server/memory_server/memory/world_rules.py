@@ -68,11 +68,13 @@ DATED_RE = re.compile(
     re.IGNORECASE,
 )
 # Past forms of events worth a fact; any regular "-ed" verb counts too, except these.
-_IRREGULAR_PAST = (
-    r"ran|went|got|bought|took|saw|met|won|lost|made|gave|began|flew|drove|swam|found|left|"
-    r"became|built|sold|came|caught|taught|spent|broke|held|sang|rode|did|had|threw|ate|drank|"
-    r"grew|paid|brought|fought|climbed|wore|hit|beat"
+IRREGULAR_PAST = words(
+    """ran went got bought took saw met won lost made gave began flew drove swam found left
+    became built sold came caught taught spent broke held sang rode did had threw ate drank
+    grew paid brought fought climbed wore hit beat"""
 )
+# Longest first: an alternation tries its words in order.
+_IRREGULAR_PAST = "|".join(sorted(IRREGULAR_PAST, key=lambda w: (-len(w), w)))
 _NOT_EVENTS = (
     r"used|needed|wanted|tried|changed|asked|mentioned|noticed|wondered|hoped|guessed|assumed|"
     r"decided|settled|opted|committed|switched|moved|migrated|picked|said|told|thought|felt|"

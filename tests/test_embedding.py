@@ -18,6 +18,7 @@ from memory_server.embedding import (
     MiniLMBackend,
     OpenAICompatibleEmbeddings,
 )
+from memory_server.embedding.minilm import group_by_length
 from memory_server.memory.errors import Overloaded, Unavailable
 from memory_server.memory.ports import Embedder
 
@@ -122,6 +123,31 @@ def test_minilm_is_lazy_and_close_is_idempotent() -> None:
     backend.close()  # safe when never loaded
     assert backend.embed_batch([]) == []
     assert not backend.loaded
+
+
+def test_minilm_runs_a_batch_by_length_and_keeps_its_order(minilm: MiniLMBackend) -> None:
+    # Lengths from 3 to ~200 tokens, shuffled: the sub-batches are cut by length, so the
+    # answers must still come back in the caller's order and equal one text per call.
+    texts = [" ".join(["tea"] * n) + f" fact {n}" for n in (150, 2, 40, 7, 90, 1, 19, 60, 4, 200)]
+    one_at_a_time = [minilm.embed_batch([text])[0] for text in texts]
+    batched = minilm.embed_batch(texts)
+    assert len(batched) == len(texts)
+    for got, want in zip(batched, one_at_a_time, strict=True):
+        assert cosine(got, want) > 0.9999
+    assert cosine(batched[0], one_at_a_time[1]) < 0.9999
+
+
+def test_group_by_length_cuts_at_the_padded_token_budget() -> None:
+    lengths = [10, 3, 50, 4, 12, 300, 5]
+    groups = group_by_length(lengths, 40)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    # shortest first; 4 x 10 = 40 still fits, a fifth (12) would pad to 60; 50 and 300 alone
+    assert groups == [[1, 3, 6, 0], [4], [2], [5]]
+    for group in groups:
+        longest = max(lengths[i] for i in group)
+        assert len(group) == 1 or len(group) * longest <= 40
+    assert group_by_length([], 40) == []
+    assert group_by_length([8] * 10, 1000) == [list(range(10))]
 
 
 async def test_pool_coalesces_concurrent_calls_with_the_real_model(minilm: MiniLMBackend) -> None:

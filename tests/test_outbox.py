@@ -3,7 +3,6 @@ converges after restart, and replays are idempotent."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -168,72 +167,4 @@ async def test_failed_batches_back_off_then_converge(
             await pool.execute("UPDATE vector_outbox SET next_attempt_at = now()")  # time passes
             assert await worker.send_one_batch() == 3
             assert await index.count(scope.scope_hash) == 3
-            assert (await store.outbox_status())[0] == 0
-
-
-@pytest.mark.parametrize("in_flight", [2, 1])
-async def test_the_next_batch_embeds_while_one_writes_and_applies_after_it(
-    fresh_database_url: str, fake_embeddings: FakeEmbeddings, in_flight: int
-):
-    """Batch 1's vector write is held (the test holds a conflicting row); with two batches in
-    flight, batch 2 is claimed and embedded meanwhile, yet nothing of it reaches the index
-    before batch 1 has: the index sees batches in claim order."""
-    async with asyncpg.create_pool(fresh_database_url, min_size=1, max_size=8) as pool:
-        async with pool.acquire() as conn:
-            await apply_migrations(conn)
-        store = PostgresFactStore(pool)
-        scope = Scope("outbox-pipeline", "Finance")
-        await store.apply(
-            scope,
-            [RC(Decision.ADD, Candidate(f"Pipelined fact {i}", FactKind.OTHER)) for i in range(8)],
-            Provenance(extractor="test"),
-            max_live=100,
-        )
-        first_batch = [
-            r["version_id"]
-            for r in await pool.fetch("SELECT version_id FROM vector_outbox ORDER BY id LIMIT 4")
-        ]
-        backend = OpenAICompatibleEmbeddings(
-            base_url=fake_embeddings.base_url,
-            model="embed-test",
-            api_key=None,
-            dimension=fake_embeddings.dimension,
-            timeout_s=5.0,
-        )
-        async with EmbeddingPool(backend) as embedder:
-            index = PgVectorIndex(pool, embedder.dimension)
-            assert await index.count(scope.scope_hash) == 0  # the table exists
-            worker = OutboxWorker(store, index, embedder, batch_size=4, batches_in_flight=in_flight)
-            holder = await pool.acquire()
-            holding = holder.transaction()
-            await holding.start()
-            # An uncommitted row with batch 1's first version id: its upsert waits on it.
-            await holder.execute(
-                """INSERT INTO memory_vectors (version_id, scope_hash, valid_from, recorded_at,
-                                               embedding)
-                   VALUES ($1, $2, now(), now(), '[1,0,0,0,0,0]')""",
-                first_batch[0],
-                scope.scope_hash,
-            )
-            requests_before = len(fake_embeddings.requests)
-
-            def texts_embedded() -> int:
-                asked = fake_embeddings.requests[requests_before:]
-                return sum(len(r["body"]["input"]) for r in asked)
-
-            drain = asyncio.ensure_future(worker.drain())
-            try:
-                async with asyncio.timeout(10):
-                    while texts_embedded() < 4 * in_flight:
-                        await asyncio.sleep(0.01)
-                await asyncio.sleep(0.3)  # time for batch 2 to overtake, if it could
-                assert texts_embedded() == 4 * in_flight
-                assert await index.count(scope.scope_hash) == 0
-                assert (await store.outbox_status())[0] == 8
-                assert not drain.done()
-            finally:
-                await holding.rollback()
-                await pool.release(holder)
-            assert await drain == 8
-            assert await index.count(scope.scope_hash) == 8
             assert (await store.outbox_status())[0] == 0

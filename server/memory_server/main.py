@@ -225,7 +225,6 @@ class MemoryServer:
             self.index,
             embedder,
             batch_size=settings.outbox_batch_size,
-            batches_in_flight=settings.outbox_batches_in_flight,
             poll_interval_s=settings.outbox_poll_seconds,
             max_backoff_s=settings.outbox_max_backoff_seconds,
             linger_s=settings.outbox_linger_seconds,

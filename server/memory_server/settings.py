@@ -94,9 +94,6 @@ class Settings:
     embedding_cache_size: int = 2048
     # The outbox actor: rows per vector-index request, and the poll for other servers' rows.
     outbox_batch_size: int = 256
-    # Batches one server has in flight: the next is claimed and embedded while the one before
-    # it links and writes (they still apply in claim order); 1 sends one batch at a time.
-    outbox_batches_in_flight: int = 2
     outbox_poll_seconds: float = 1.0
     # How long the outbox lets changes gather after the first before it sends them.
     outbox_linger_seconds: float = 0.5
@@ -172,7 +169,6 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "embedding_max_wait_ms": (0, 10_000),
     "embedding_cache_size": (0, 1_000_000),
     "outbox_batch_size": (1, 10_000),
-    "outbox_batches_in_flight": (1, 16),
     "outbox_poll_seconds": (0.01, 3600),
     "outbox_max_backoff_seconds": (0.1, 3600),
     "outbox_linger_seconds": (0.0, 60),

@@ -6,11 +6,6 @@ batch is deleted in the same transaction after the index accepted it, or pushed 
 exponential back-off if the index (or the embedder) failed. Upserts read the version's
 current state when they are sent, so replays are idempotent and a version erased meanwhile
 simply leaves the index. A crash at any point leaves the rows pending: they are sent again.
-
-Batches are pipelined: while one batch links and writes (the model idle), the next one is
-claimed and embedded (`batches_in_flight`, 2 by default). Each batch still applies to the index
-only after the one claimed before it has finished, so the index sees batches in claim order and
-a batch's links see the vectors of every batch before it, as when they ran one at a time.
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Sequence
 
 from memory_server.lifecycle import Lifecycle
@@ -47,11 +41,7 @@ class OutboxWorker(Lifecycle):
         max_backoff_s: float = 60.0,
         linger_s: float = 0.5,
         links: LinkSettings | None = None,
-        batches_in_flight: int = 2,
     ) -> None:
-        if batches_in_flight < 1:
-            raise ValueError("batches_in_flight must be at least 1")
-        self._in_flight = batches_in_flight
         self._links = links or LinkSettings()
         self._store = store
         self._index = index
@@ -114,62 +104,20 @@ class OutboxWorker(Lifecycle):
                 await asyncio.sleep(self._linger_s)
 
     async def drain(self) -> int:
-        """Send batches until nothing is due; returns the rows applied.
-
-        A short batch claimed alone means the backlog is done. One claimed beside another
-        may be short only because rows were passed over for the batch ahead (a version's
-        changes go in order), so after it one more batch is claimed alone, once the others
-        are done."""
+        """Send batches until nothing is due; returns the rows applied."""
         total = 0
-        more = True  # no batch claimed alone has come back short
-        alone_next = False  # start nothing until the batches in flight are done
-        in_flight: deque[tuple[bool, asyncio.Task[int]]] = deque()
-        try:
-            while True:
-                while more and len(in_flight) < self._in_flight:
-                    if alone_next and in_flight:
-                        break
-                    alone_next = False
-                    ahead = in_flight[-1][1] if in_flight else None
-                    claimed = asyncio.get_running_loop().create_future()
-                    task = asyncio.ensure_future(self.send_one_batch(ahead, claimed))
-                    in_flight.append((ahead is None, task))
-                    # The next claim only after this one's, so that claim order is send order.
-                    await asyncio.wait([claimed, task], return_when=asyncio.FIRST_COMPLETED)
-                if not in_flight:
-                    return total
-                alone, task = in_flight.popleft()
-                applied = await task
-                total += applied
-                if applied < self._batch_size:
-                    if alone:
-                        more = False  # the ones still in flight finish, no new ones start
-                    else:
-                        alone_next = True
-        finally:
-            for _, task in in_flight:
-                task.cancel()
-            await asyncio.gather(*(task for _, task in in_flight), return_exceptions=True)
+        while True:
+            applied = await self.send_one_batch()
+            total += applied
+            if applied < self._batch_size:
+                return total
 
-    async def send_one_batch(
-        self,
-        after: asyncio.Future[int] | None = None,
-        claimed: asyncio.Future[None] | None = None,
-    ) -> int:
-        """Claims and embeds one batch, then applies it once `after` (the batch claimed
-        before it) has finished; returns the rows applied (0 when pushed back). `claimed` is
-        resolved as soon as the rows are claimed."""
+    async def send_one_batch(self) -> int:
         async with self._store.claim_outbox(self._batch_size) as batch:
-            if claimed is not None:
-                claimed.set_result(None)
             if not batch.items:
                 return 0
             try:
-                sources = await batch.sources()
-                vectors = await self._embed(batch.items, sources)
-                if after is not None:
-                    await asyncio.wait([after])  # its outcome is its own: it handles failure
-                await self._apply(batch, sources, vectors)
+                await self._apply(batch)
             except Exception as exc:
                 attempts = max(i.attempts for i in batch.items) + 1
                 delay = min(self._max_backoff_s, 0.5 * 2 ** min(attempts, 16))
@@ -187,42 +135,25 @@ class OutboxWorker(Lifecycle):
         self.sent += len(batch.items)
         return len(batch.items)
 
-    async def _embed(
-        self, items: Sequence[OutboxItem], sources: dict[str, VectorSource]
-    ) -> dict[str, list[float]]:
-        """The vectors of the versions the batch upserts, in one call to the embedder."""
-        upserted = dict.fromkeys(
-            i.version_id for i in items if i.op == "upsert" and i.version_id in sources
-        )
-        if not upserted:
-            return {}
-        vectors = await self._embedder.embed([sources[v].text for v in upserted])
-        return dict(zip(upserted, vectors, strict=True))
-
-    async def _apply(
-        self,
-        batch: OutboxBatch,
-        sources: dict[str, VectorSource],
-        vectors: dict[str, list[float]],
-    ) -> None:
+    async def _apply(self, batch: OutboxBatch) -> None:
+        sources = await batch.sources()
         # A purge must not overtake what was queued before it, nor erase what came after:
         # send the batch in segments split at each purge.
         segment: list[OutboxItem] = []
         for item in batch.items:
             if item.op == "purge":
-                await self._send(batch, segment, sources, vectors)
+                await self._send(batch, segment, sources)
                 segment = []
                 await self._index.purge_scope(item.scope_hash)
             else:
                 segment.append(item)
-        await self._send(batch, segment, sources, vectors)
+        await self._send(batch, segment, sources)
 
     async def _send(
         self,
         batch: OutboxBatch,
         items: Sequence[OutboxItem],
         sources: dict[str, VectorSource],
-        vectors: dict[str, list[float]],
     ) -> None:
         upserts: dict[str, VectorSource] = {}
         deletes: set[str] = set()
@@ -236,8 +167,8 @@ class OutboxWorker(Lifecycle):
                 upserts.pop(item.version_id, None)
         if upserts:
             ordered = list(upserts.values())
-            embedded = [vectors[s.version_id] for s in ordered]
-            links = await self._link(batch, ordered, embedded)
+            vectors = await self._embedder.embed([s.text for s in ordered])
+            links = await self._link(batch, ordered, vectors)
             await self._index.upsert(
                 [
                     VectorRecord(
@@ -249,7 +180,7 @@ class OutboxWorker(Lifecycle):
                         s.recorded_at,
                         s.superseded_at,
                     )
-                    for s, v in zip(ordered, embedded, strict=True)
+                    for s, v in zip(ordered, vectors, strict=True)
                 ],
                 links,
             )

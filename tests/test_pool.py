@@ -4,7 +4,9 @@ every kind of database fault maps to."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from pathlib import Path
 
 import asyncpg
 import grpc
@@ -12,6 +14,8 @@ import pytest
 
 from memory_server.api.errors import to_status
 from memory_server.store.database import BoundedWaitPool, DatabaseUnavailable, PoolExhausted
+
+SERVER = Path(__file__).resolve().parents[1] / "server" / "memory_server"
 
 
 async def test_a_pool_wait_past_its_bound_is_unavailable(database_url: str) -> None:
@@ -81,3 +85,60 @@ async def test_a_terminated_connection_is_unavailable_and_the_pool_recovers(
 )
 def test_database_errors_map_to_statuses(error: BaseException, code: grpc.StatusCode) -> None:
     assert to_status(error)[0] is code
+
+
+async def test_a_release_sends_nothing_and_still_ends_an_open_transaction(
+    database_url: str,
+) -> None:
+    """asyncpg's default reset is a round trip per release; the pool's is none. What asyncpg
+    does on its own still happens: a transaction left open is rolled back."""
+    pool = BoundedWaitPool(database_url, acquire_wait_s=5, min_size=1, max_size=1)
+    await pool
+    try:
+        async with pool.acquire() as conn:
+            pid = conn.get_server_pid()
+            await conn.fetchval("SELECT 'released-quietly'")
+        # The backend's last statement is still ours: no reset statement followed it.
+        last = await asyncpg.connect(database_url)
+        try:
+            query = await last.fetchval("SELECT query FROM pg_stat_activity WHERE pid = $1", pid)
+        finally:
+            await last.close()
+        assert query == "SELECT 'released-quietly'"
+
+        async with pool.acquire() as conn:
+            await conn.execute("BEGIN")  # not a managed transaction: left open on purpose
+            await conn.execute("CREATE TABLE pool_release_probe (x int)")
+        async with pool.acquire() as conn:
+            assert conn.get_server_pid() == pid
+            assert not conn.is_in_transaction()
+            exists = await conn.fetchval("SELECT to_regclass('pool_release_probe') IS NOT NULL")
+            assert exists is False
+    finally:
+        await pool.close()
+
+
+# Statements that leave state on a session, which a pooled connection would carry to its next
+# user now that a release resets nothing (store.database.keep_session).
+SESSION_STATE = re.compile(
+    r"pg_advisory_lock\(|pg_try_advisory_lock\(|\bLISTEN\b|WITH HOLD|CREATE TEMP|"
+    # a SET that opens a statement (after a quote or ";"), not an UPDATE's SET list
+    r"""[\"';]\s*SET (?!LOCAL\b)|set_config\([^)]*false"""
+)  # SQL keywords in capitals, as the server writes them (prose says "listen", "set ... to")
+
+
+def test_the_server_sets_no_session_state() -> None:
+    found = [
+        f"{path.relative_to(SERVER)}:{n}: {line.strip()}"
+        for path in sorted(SERVER.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if SESSION_STATE.search(line) and "SESSION_STATE" not in line
+    ]
+    assert found == []
+    assert SESSION_STATE.search("await conn.execute('SET hnsw.ef_search = 200')")
+    assert SESSION_STATE.search("SELECT pg_advisory_lock($1)")
+    assert not SESSION_STATE.search("SET LOCAL hnsw.ef_search = 200")
+    assert SESSION_STATE.search('await conn.execute("SET work_mem = 1024")')
+    assert SESSION_STATE.search("SELECT 1; SET statement_timeout TO 0")
+    assert not SESSION_STATE.search("UPDATE facts SET kind = $2")
+    assert not SESSION_STATE.search("           SET superseded_at = COALESCE(l.superseded_at")

@@ -32,14 +32,27 @@ class DatabaseUnavailable(Unavailable):
     client ids (message id, fact text), which makes the retry store nothing twice."""
 
 
+async def keep_session(connection: asyncpg.Connection) -> None:
+    """The pool's reset on release: nothing beyond what asyncpg always does (roll back an open
+    transaction, drop listeners). asyncpg's default also sends `pg_advisory_unlock_all(); CLOSE
+    ALL; UNLISTEN *; RESET ALL` to the server, one round trip per release, and a recall turn
+    releases a connection for each of its statements. The server keeps no session state to
+    undo: its advisory locks are transaction-scoped (`pg_advisory_xact_lock`), it sets no
+    session settings (use `SET LOCAL` in a transaction), and it neither LISTENs nor keeps a
+    cursor past a transaction. tests/test_pool.py checks that a released connection comes back
+    as it went."""
+
+
 class BoundedWaitPool(asyncpg.Pool):  # type: ignore[misc]
     """An asyncpg pool whose every acquisition (``pool.fetch`` and friends too) waits at most
     `acquire_wait_s`, or the caller's own shorter timeout. Past the pool's wait it raises
     PoolExhausted (UNAVAILABLE: retry elsewhere or later); past the caller's, TimeoutError as
-    before (its deadline)."""
+    before (its deadline). A released connection is not reset beyond asyncpg's own clean-up
+    (`keep_session`)."""
 
     def __init__(self, dsn: str, *, acquire_wait_s: float, **kwargs: Any) -> None:
         self._acquire_wait_s = acquire_wait_s
+        kwargs.setdefault("reset", keep_session)
         defaults = inspect.signature(asyncpg.create_pool).parameters
         for name in _POOL_KEYWORDS:
             kwargs.setdefault(name, defaults[name].default)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -48,6 +49,9 @@ log = logging.getLogger(__name__)
 
 # Texts longer than this are tokenized on a worker thread, not on the event loop.
 _INLINE_TOKENIZE_CHARS = 8192
+# Scopes whose has-facts answer a server keeps (about 100 bytes each): only the choice of
+# recalling beside the write or after it depends on it, never what is recalled.
+_SCOPES_REMEMBERED = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,14 @@ class ReplyFields:
     model: str = ""
     parent_id: str = ""
     response_time_seconds: float = 0.0
+
+
+async def _cancelled(task: asyncio.Future[LongTermSection] | None) -> None:
+    """Cancel a recall started ahead and wait for it to end (it never raises otherwise)."""
+    if task is not None and not task.done():
+        task.cancel()
+    if task is not None:
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def new_message_id() -> str:
@@ -93,6 +105,9 @@ class ConversationMemory:
         # messages are kept verbatim, `redact_secrets` off).
         self._redactor = redactor
         self._ltm = ltm
+        # Scopes whose last turn found live facts (or not): a turn in a scope known to have
+        # facts starts recall beside its write, instead of after it (`start_turn`).
+        self._has_facts: OrderedDict[Scope, bool] = OrderedDict()
         self._executor = executor
         self._counter = counter
         self._summarizer = summarizer
@@ -179,9 +194,20 @@ class ConversationMemory:
             )
             return outcome, candidates
 
-        outcome, candidates = await self._executor.run(scope, job)
         # Recall embeds the question as stored: a secret in it never reaches the embedder.
-        context = await self._assemble(scope, candidates, message.content)
+        # In a scope whose last turn had live facts, recall runs beside the write (it reads
+        # only the question and the facts); elsewhere it waits for the write's answer, so a
+        # scope without facts never embeds anything.
+        recall = None
+        if self._ltm is not None and self._has_facts.get(scope, False):
+            recall = asyncio.ensure_future(self._ltm.recall(scope, message.content))
+        try:
+            outcome, candidates = await self._executor.run(scope, job)
+        except BaseException:
+            await _cancelled(recall)
+            raise
+        self._note_facts(scope, candidates.has_facts)
+        context = await self._assemble(scope, candidates, message.content, recall)
         return StartedTurn(outcome.messages[0], context, outcome.conversation_created)
 
     async def complete_turn(
@@ -290,13 +316,29 @@ class ConversationMemory:
         context = await self._assemble(scope, candidates, question)
         return context, candidates.conversation_exists
 
+    def _note_facts(self, scope: Scope, has_facts: bool) -> None:
+        self._has_facts[scope] = has_facts
+        self._has_facts.move_to_end(scope)
+        if len(self._has_facts) > _SCOPES_REMEMBERED:
+            self._has_facts.popitem(last=False)
+
     async def _assemble(
-        self, scope: Scope, candidates: ContextCandidates, question: str
+        self,
+        scope: Scope,
+        candidates: ContextCandidates,
+        question: str,
+        recall: asyncio.Future[LongTermSection] | None = None,
     ) -> MemoryContext:
         long_term = LongTermSection()
         # A scope without live facts skips recall entirely: no embedding, no index, no model.
         if self._ltm is not None and candidates.has_facts:
-            long_term = await self._ltm.recall(scope, question)
+            try:
+                long_term = await (recall or self._ltm.recall(scope, question))
+            except BaseException:
+                await _cancelled(recall)
+                raise
+        else:
+            await _cancelled(recall)  # its facts are gone since the last turn
         return build_context(
             counter=self._counter,
             budget=self._budget,

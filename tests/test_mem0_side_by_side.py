@@ -101,3 +101,10 @@ def test_the_side_by_side_bench_measures_both_systems_on_the_same_slice(
         result["ours_search"]["p50_ms"] / result["mem0_search"]["p50_ms"], rel=0.01
     )
     assert "| search p50 ms |" in run.stdout
+    # The part of a search neither side skips: one question through the same model.
+    assert len(result["question_embedding_p50_ms"]) == 2
+    assert all(m > 0 for m in result["question_embedding_p50_ms"])
+    assert ratios["third_of_mem0_search_p50_ms"] == pytest.approx(
+        result["mem0_search"]["p50_ms"] / 3, abs=0.01
+    )
+    assert "one question embedded alone, p50:" in run.stdout

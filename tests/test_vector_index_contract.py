@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from memory_server.index.pgvector import PgVectorIndex
+from memory_server.index.pgvector import Hnsw, PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex, install_schema
 from memory_server.memory.ports import AsOf, VectorIndex, VectorRecord
 from memory_server.store.schema import apply_migrations
@@ -48,19 +48,21 @@ def rec(
 # A real TigerGraph (>= 4.2) joins the suite when TG_HOST is set: TG_GRAPH names a graph the
 # suite may add the MemoryEmbedding vertex to (use a dedicated one: its vectors get DIM
 # dimensions), with TG_TOKEN, TG_GSQL_SECRET, or TG_USERNAME and TG_PASSWORD.
-_BACKENDS = ["pgvector", "tigergraph"] + (["tigergraph-real"] if os.environ.get("TG_HOST") else [])
+_BACKENDS = ["pgvector", "pgvector-hnsw", "tigergraph"] + (
+    ["tigergraph-real"] if os.environ.get("TG_HOST") else []
+)
 
 
 @pytest.fixture(params=_BACKENDS)
 async def index(
     request: pytest.FixtureRequest, fresh_database_url: str
 ) -> AsyncIterator[VectorIndex]:
-    if request.param == "pgvector":
+    if request.param in ("pgvector", "pgvector-hnsw"):
         pool = await asyncpg.create_pool(fresh_database_url, min_size=1, max_size=2)
         try:
             async with pool.acquire() as conn:
                 await apply_migrations(conn)
-            yield PgVectorIndex(pool, DIM)
+            yield PgVectorIndex(pool, DIM, Hnsw() if request.param == "pgvector-hnsw" else None)
         finally:
             await pool.close()
     elif request.param == "tigergraph-real":

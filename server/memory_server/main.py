@@ -27,7 +27,7 @@ from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.extraction.secrets import DetectSecretsFilter
-from memory_server.index.pgvector import PgVectorIndex
+from memory_server.index.pgvector import Hnsw, PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
 from memory_server.logs import configure_logging
 from memory_server.memory.background import finish_or_cancel
@@ -305,7 +305,8 @@ class MemoryServer:
         self, settings: Settings, pool: asyncpg.Pool, dimension: int
     ) -> PgVectorIndex | TigerGraphIndex:
         if settings.vector_index != "tigergraph":
-            return PgVectorIndex(pool, dimension)
+            hnsw = Hnsw(ef_search=settings.pgvector_hnsw_ef_search)
+            return PgVectorIndex(pool, dimension, hnsw if settings.pgvector_hnsw else None)
         index = TigerGraphIndex(
             settings.tigergraph_host,
             settings.tigergraph_graph,

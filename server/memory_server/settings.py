@@ -101,6 +101,10 @@ class Settings:
     outbox_max_backoff_seconds: float = 60.0
     # Where vectors live: "pgvector" (embedded, in this PostgreSQL) or "tigergraph".
     vector_index: str = "pgvector"
+    # pgvector only: an HNSW index (m 32, ef_construction 200) for scopes raised to tens of
+    # thousands of facts, searched with this many candidates; off = exact scans (and no index).
+    pgvector_hnsw: bool = False
+    pgvector_hnsw_ef_search: int = 800
     tigergraph_host: str = ""
     tigergraph_graph: str = ""
     tigergraph_token: str = ""
@@ -169,6 +173,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "embedding_max_wait_ms": (0, 10_000),
     "embedding_cache_size": (0, 1_000_000),
     "outbox_batch_size": (1, 10_000),
+    "pgvector_hnsw_ef_search": (1, 1000),
     "outbox_poll_seconds": (0.01, 3600),
     "outbox_max_backoff_seconds": (0.1, 3600),
     "outbox_linger_seconds": (0.0, 60),

@@ -31,7 +31,7 @@ from recall_texts import questions
 from scale_curve import GRAPH, Seeder, base_texts, init_connection
 
 from memory_server.embedding import MiniLMBackend
-from memory_server.index.pgvector import PgVectorIndex
+from memory_server.index.pgvector import HNSW_SCAN, PgVectorIndex
 from memory_server.memory.identity import scope_hash
 from memory_server.store.embedded import EmbeddedPostgres
 from memory_server.store.schema import apply_migrations
@@ -95,12 +95,9 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         f"ef_construction = {ef_construction})"
                     )
                     built_s = time.perf_counter() - began
-                    await conn.execute(
-                        "SET hnsw.iterative_scan = strict_order; "
-                        "SET plan_cache_mode = force_custom_plan"
-                    )
                     for ef in (int(x) for x in args.ef.split(",")):
-                        await conn.execute(f"SET hnsw.ef_search = {ef}")
+                        # The server's search settings, here for this whole session.
+                        await conn.execute(HNSW_SCAN, str(ef), False)
                         for user in measured:
                             found, p50 = await timed_top(conn, user, qv)
                             shares = [

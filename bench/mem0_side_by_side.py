@@ -188,18 +188,16 @@ async def ours_ingest(
     if bulk:
         # Each conversation's turns in calls of `bulk`, in dialogue order; calls of different
         # conversations in flight together (one conversation's calls one after another).
-        chunks = [
-            (c, c.turns[i : i + bulk]) for c in conversations for i in range(0, len(c.turns), bulk)
+        calls = [
+            [(c, c.turns[i : i + bulk]) for i in range(0, len(c.turns), bulk)]
+            for c in conversations
         ]
-        by_conversation: dict[str, list[Any]] = {}
-        for chunk in chunks:
-            by_conversation.setdefault(chunk[0].sample_id, []).append(chunk)
 
         async def one_conversation(calls: list[Any]) -> None:
             for call in calls:
                 await add_many(call)
 
-        await bounded(list(by_conversation.values()), concurrency, one_conversation)
+        await bounded(calls, concurrency, one_conversation)
     else:
         await bounded(jobs, concurrency, add)
     acked_s = time.perf_counter() - began

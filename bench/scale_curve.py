@@ -22,8 +22,8 @@ index's recall@10 (and @50, what recall asks the index for) against exact search
 4. **HNSW**: `CREATE INDEX memory_vectors_hnsw ... USING hnsw (embedding vector_cosine_ops)`
    and the same searches again (the server's statements, with whatever plan PostgreSQL
    picks: after five runs of a prepared statement, its generic plan), then recall@10/@50 of
-   the HNSW scan (HNSW_SETTINGS) against the exact top-k (index scans off), for every
-   question in every scope size (10 scopes of the many), with the plans taken.
+   the HNSW scan (pgvector's HNSW_SCAN settings) against the exact top-k (index scans
+   off), for every question in every scope size (10 scopes of the many), with the plans taken.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from serverproc import BenchServer
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 from memory_server.embedding import MiniLMBackend
-from memory_server.index.pgvector import Hnsw, PgVectorIndex
+from memory_server.index.pgvector import HNSW_SCAN, Hnsw, PgVectorIndex
 from memory_server.memory.identity import Scope, scope_hash
 from memory_server.memory.ports import AsOf
 from memory_server.store.facts import PostgresFactStore
@@ -64,11 +64,7 @@ GRAPH = "Scale"
 # generic plan, which for `scope_hash = $1` is the btree and an exact sort). The server sets
 # them for its own searches with `--server-arg=--pgvector-hnsw=true`; without it, its
 # HNSW-pass figures are mostly exact scans.
-HNSW = Hnsw()  # the server's `pgvector_hnsw` build and search
-HNSW_SETTINGS = (
-    f"SET hnsw.ef_search = {HNSW.ef_search}; SET hnsw.iterative_scan = strict_order; "
-    "SET plan_cache_mode = force_custom_plan"
-)
+HNSW = Hnsw()  # the server's `pgvector_hnsw` build and search (its HNSW_SCAN settings)
 CANDIDATES = 50  # ltm._CANDIDATES_PER_SIGNAL
 
 
@@ -238,7 +234,7 @@ async def ann_recall(
     shares = []
     plans: dict[str, int] = {}
     async with pool.acquire() as conn:
-        await conn.execute(HNSW_SETTINGS)
+        await conn.execute(HNSW_SCAN, str(HNSW.ef_search), False)  # for this session
         for user in users:
             h = scope_hash(user, GRAPH)
             for qv in qvecs:

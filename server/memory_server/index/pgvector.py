@@ -28,10 +28,12 @@ import asyncpg
 from memory_server.memory.ports import AsOf, LinkRecord, VectorHit, VectorRecord
 
 _TABLE = "memory_vectors"
-# One statement, local to the search's transaction (a pooled connection keeps no session state).
-HNSW_SCAN = """SELECT set_config('hnsw.ef_search', $1, true),
-                       set_config('hnsw.iterative_scan', 'strict_order', true),
-                       set_config('plan_cache_mode', 'force_custom_plan', true)"""
+# What an HNSW scan of one scope needs, in one statement: $1 ef_search; $2 true for the
+# transaction only (the server's searches: a pooled connection keeps no session state), false
+# for the whole session (a benchmark's own connection).
+HNSW_SCAN = """SELECT set_config('hnsw.ef_search', $1, $2),
+                       set_config('hnsw.iterative_scan', 'strict_order', $2),
+                       set_config('plan_cache_mode', 'force_custom_plan', $2)"""
 
 
 class PgVectorIndexError(RuntimeError):
@@ -230,7 +232,7 @@ class PgVectorIndex:
         if self._hnsw is None:
             return list(await self._pool.fetch(sql, *args))
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(HNSW_SCAN, str(int(self._hnsw.ef_search)))
+            await conn.execute(HNSW_SCAN, str(int(self._hnsw.ef_search)), True)
             return list(await conn.fetch(sql, *args))
 
     async def count(self, scope_hash: str) -> int:

@@ -49,8 +49,8 @@ log = logging.getLogger(__name__)
 
 # Texts longer than this are tokenized on a worker thread, not on the event loop.
 _INLINE_TOKENIZE_CHARS = 8192
-# Scopes whose has-facts answer a server keeps (about 100 bytes each): only the choice of
-# recalling beside the write or after it depends on it, never what is recalled.
+# Scopes whose has-facts answer a server keeps (~230 bytes each by tracemalloc): only the
+# choice of recalling beside the write or after it depends on it, never what is recalled.
 _SCOPES_REMEMBERED = 100_000
 
 
@@ -76,9 +76,8 @@ class ReplyFields:
 
 async def _cancelled(task: asyncio.Future[LongTermSection] | None) -> None:
     """Cancel a recall started ahead and wait for it to end (it never raises otherwise)."""
-    if task is not None and not task.done():
-        task.cancel()
     if task is not None:
+        task.cancel()  # nothing when it is done already
         await asyncio.gather(task, return_exceptions=True)
 
 

@@ -19,6 +19,11 @@
 * `global_roles`, `conversation_access_roles`, `has_admin_role`: GraphRAG's admin rule for the
   all-users feedback export (`memory_client.graphrag.roles`).
 * `python -m memory_client.graphrag.migrate`: imports chat-history's SQLite file.
+* `memory_client.graphrag.integration`: what GraphRAG's own code calls once
+  `graphrag-memory-integrate` (`memory_client.graphrag.apply`) has made its edits: the client's
+  lifespan and the UI routes (`memory.install`), the turn around the agent (`memory.begin`,
+  `memory.complete`), memory in the answer prompt (`answer_context`), and the agent's connection
+  without the memory index (`hide_memory`).
 """
 
 from memory_client.graphrag.adapter import (
@@ -30,6 +35,7 @@ from memory_client.graphrag.adapter import (
     message_json,
 )
 from memory_client.graphrag.prompts import (
+    agent_history,
     generation_context,
     history_from_messages,
     history_items,
@@ -40,6 +46,7 @@ from memory_client.graphrag.roles import (
     global_roles,
     has_admin_role,
 )
+from memory_client.graphrag.schema_view import hide_memory
 from memory_client.schema_names import (
     hide_memory_edge_types,
     hide_memory_edges_info,
@@ -55,12 +62,14 @@ from memory_client.schema_names import (
 __all__ = [
     "GraphRAGMemory",
     "Turn",
+    "agent_history",
     "conversation_access_roles",
     "conversation_json",
     "feedback_json",
     "generation_context",
     "global_roles",
     "has_admin_role",
+    "hide_memory",
     "hide_memory_edge_types",
     "hide_memory_edges_info",
     "hide_memory_queries",

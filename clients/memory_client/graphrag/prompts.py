@@ -11,11 +11,17 @@ map_question_to_schema.py:127); the answer prompt gets the question and one `con
 * `schema_mapping_conversation`: what to pass as the schema-mapping prompt's `conversation`
   (the rolling summary first when there is one, then the newest items);
 * `generation_context`: the answer prompt's `context`, graph evidence and memory context in
-  separate, labelled parts, so the model never takes memory for evidence from the graph.
+  separate, labelled parts, so the model never takes memory for evidence from the graph. The
+  graph evidence is a string on GraphRAG's inquiryai branch but a dict (supportai) or the
+  cypher answer (any JSON value) on the others: anything not a string goes in as JSON.
+* `agent_history`: what to hand GraphRAG's `run_agent` as its history. It keeps only the last
+  4 items it is given (ui.py:276), so this puts the summary item first and at most 3 turns after
+  it: nothing of it is cut.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,7 +30,9 @@ from memory_client.v1 import memory_pb2 as pb
 __all__ = [
     "GRAPH_EVIDENCE_HEADING",
     "GRAPHRAG_HISTORY_TURNS",
+    "MEMORY_NOTE",
     "SUMMARY_QUERY",
+    "agent_history",
     "generation_context",
     "history_from_messages",
     "history_items",
@@ -36,6 +44,17 @@ GRAPHRAG_HISTORY_TURNS = 4
 #: The `query` of the item that carries the rolling summary in `schema_mapping_conversation`.
 SUMMARY_QUERY = "(summary of the earlier conversation)"
 GRAPH_EVIDENCE_HEADING = "## Graph evidence (from the knowledge graph)\n"
+#: What the answer prompt is told about the memory part of its context. GraphRAG's answer
+#: prompts (common/prompts/*/chatbot_response.txt) ask for every piece of the context to be
+#: covered in the answer; this says that holds for the graph evidence, and how memory is used.
+MEMORY_NOTE = (
+    "How to use the memory below: it is what this user said earlier (in this and other "
+    "conversations) and what we learned about them. Use it to understand the question (what "
+    "'it', 'them' or 'that account' refer to), to keep to how the user asked to be answered, "
+    "and to answer questions about what they told us. It is not evidence from the knowledge "
+    "graph: do not cite it as a source, and the instruction to cover all of the context "
+    "applies to the graph evidence above, not to this memory.\n"
+)
 
 
 def _pairs(messages: Iterable[tuple[str, str, str, str]]) -> list[dict[str, str]]:
@@ -101,10 +120,34 @@ def schema_mapping_conversation(
     return items
 
 
-def generation_context(graph_context: str, memory_block: str) -> str:
-    """The `context` for GraphRAG's answer prompt: the graph evidence it retrieved, then the
-    memory block (`Turn.context_block`, which heads itself "Memory context (not graph
-    evidence)"). Without a memory block this is the graph evidence unchanged."""
-    if not memory_block.strip():
+def agent_history(
+    context: pb.MemoryContext, *, limit: int = GRAPHRAG_HISTORY_TURNS
+) -> list[dict[str, str]]:
+    """History items for GraphRAG's `run_agent`, which keeps the last `limit` it is given: the
+    summary item (when there is one) and the newest turns, `limit` items in all, so the cut
+    drops nothing. The same items as `schema_mapping_conversation`, one turn fewer when there
+    is a summary."""
+    if limit <= 0:
+        return []
+    if not context.summary:
+        return history_items(context, limit=limit)
+    turns = history_items(context, limit=limit - 1) if limit > 1 else []
+    return [{"query": SUMMARY_QUERY, "response": context.summary}, *turns]
+
+
+def _evidence_text(graph_context: object) -> str:
+    if isinstance(graph_context, str):
         return graph_context
-    return f"{GRAPH_EVIDENCE_HEADING}{graph_context.rstrip()}\n\n{memory_block.rstrip()}\n"
+    return json.dumps(graph_context, ensure_ascii=False, default=str)
+
+
+def generation_context(graph_context: object, memory_block: str) -> str:
+    """The `context` for GraphRAG's answer prompt: the graph evidence it retrieved (a string,
+    or any JSON value: the supportai branch passes a dict), then `MEMORY_NOTE` and the memory
+    block (`Turn.context_block`, which heads itself "Memory context (not graph evidence)").
+    Without a memory block this is the graph evidence alone (a string unchanged, anything else
+    as JSON)."""
+    if not memory_block.strip():
+        return _evidence_text(graph_context)
+    evidence = _evidence_text(graph_context).rstrip()
+    return f"{GRAPH_EVIDENCE_HEADING}{evidence}\n\n{MEMORY_NOTE}\n{memory_block.rstrip()}\n"

@@ -1,6 +1,6 @@
 """GraphRAG's chat-history UI routes, graph-scoped, as a FastAPI router over MemoryService.
 
-Needs the `graphrag` extra (`pip install 'graphrag-memory[graphrag]'`, which adds FastAPI).
+Needs the `graphrag` extra (`pip install 'graphrag-memory-client[graphrag]'`, which adds FastAPI).
 
     GET    /ui/{graphname}/user                        the caller's conversations on the graph
     GET    /ui/{graphname}/conversation/{id}           a conversation's messages, oldest first

@@ -17,12 +17,14 @@ COPY requirements/server.txt requirements/server.txt
 RUN /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check \
         --no-deps --require-hashes --only-binary=:all: -r requirements/server.txt
 
-# The project itself last, so a code change reuses the dependency layer. Its build backend
-# (setuptools, from [build-system]) lives in pip's throwaway build environment, not in /opt/venv.
+# The project itself last, so a code change reuses the dependency layer: its two distributions,
+# graphrag-memory-client (clients/, which the server's stubs come from) and graphrag-memory
+# (server/, which requires the first). Their build backend (setuptools, from [build-system])
+# lives in pip's throwaway build environment, not in /opt/venv.
 COPY pyproject.toml README.md ./
 COPY server ./server
 COPY clients ./clients
-RUN /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
+RUN /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps ./clients . \
     && /opt/venv/bin/pip check
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Chores: gen | check-gen | lint | test | fuzz | lock | deploy-check | ci. Expects the dev install in
-# .venv (python3 -m venv .venv && .venv/bin/pip install -e '.[dev]').
+# .venv (python3 -m venv .venv && .venv/bin/pip install -e ./clients -e '.[dev]').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -30,8 +30,9 @@ case "${1:-}" in
     "$VENV/bin/pytest" "$@"
     ;;
   lock)
-    # requirements/server.txt: what a plain `pip install .` puts in a fresh venv, pinned, with
-    # the sha256 of each wheel, for the image's `pip install --require-hashes`. Needs the
+    # requirements/server.txt: what a plain `pip install ./clients .` puts in a fresh venv, the
+    # project's own two distributions left out (the image installs them from the tree), pinned,
+    # with the sha256 of each wheel, for the image's `pip install --require-hashes`. Needs the
     # package index; run it after changing [project] dependencies and commit the result.
     # pip picks wheels for the machine it runs on, so lock on the image's platform: Linux x86_64,
     # CPython 3.11, glibc no newer than bookworm's 2.36.
@@ -45,8 +46,9 @@ case "${1:-}" in
     mkdir "$work/src"
     cp -R pyproject.toml README.md server clients "$work/src/"
     "$PY" -m venv "$work/venv"
-    "$work/venv/bin/pip" install --quiet "$work/src"
-    "$work/venv/bin/pip" freeze --exclude graphrag-memory >"$work/freeze.txt"
+    "$work/venv/bin/pip" install --quiet "$work/src/clients" "$work/src"
+    "$work/venv/bin/pip" freeze --exclude graphrag-memory --exclude graphrag-memory-client \
+      >"$work/freeze.txt"
     "$work/venv/bin/pip" download --quiet --no-deps --only-binary=:all: \
       -r "$work/freeze.txt" -d "$work/wheels"
     "$PY" - "$work/freeze.txt" "$work/wheels" requirements/server.txt <<'EOF'

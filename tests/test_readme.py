@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -41,6 +42,17 @@ def test_ci_runs_the_readme_test_command():
     test_command = _sh_blocks()[1].strip()
     assert test_command.endswith(".venv/bin/pytest")
     assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_install_commands_install_the_client_distribution_beside_the_server():
+    # graphrag-memory requires graphrag-memory-client, which is not on PyPI: the same pip call
+    # must install it from ./clients, or pip looks for it on the index and fails.
+    for block in _sh_blocks()[:2]:
+        install = shlex.split(block.split("&&")[1])
+        assert install[:4] == [".venv/bin/pip", "install", "-e", "./clients"], block
+    client = tomllib.loads((ROOT / "clients" / "pyproject.toml").read_text())["project"]
+    server = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert f"{client['name']}=={client['version']}" in server["dependencies"]
 
 
 def test_settings_table_lists_every_setting():

@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Literal, Self
 
 import grpc
 from google.protobuf.message import Message
-from grpc_health.v1 import health_pb2_grpc
 
 from memory_client._config import client_config, open_channel
+from memory_client._health import HealthStub
 from memory_client._retry import Attempts, RetryRule
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 
@@ -55,7 +55,7 @@ class Transport:
         self._channel = open_channel(self._flavour, self._config)
         self._stubs: dict[str, Any] = {
             "memory": pb_grpc.MemoryServiceStub(self._channel),
-            "health": health_pb2_grpc.HealthStub(self._channel),
+            "health": HealthStub(self._channel),
         }
 
     def _start(

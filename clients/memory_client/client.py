@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from grpc_health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from memory_client._config import DEFAULT_OPTIONS
+from memory_client._health import HealthCheckRequest, HealthCheckResponse, serving
 from memory_client._retry import all_have_message_ids, always, has_message_id, never
 from memory_client._rpc import rpc
 from memory_client._transport import AsyncTransport, SyncTransport
@@ -63,10 +63,6 @@ def _as_of(valid_time: datetime | None, transaction_time: datetime | None) -> _A
         "as_of_valid_time": _timestamp(valid_time),
         "as_of_transaction_time": _timestamp(transaction_time),
     }
-
-
-def _serving(response: Any) -> bool:
-    return bool(response.status == HealthCheckResponse.SERVING)
 
 
 class _Rpcs:
@@ -398,7 +394,7 @@ class _Rpcs:
 
     # --- Health ----------------------------------------------------------------------------
 
-    @rpc("Check", HealthCheckResponse, retry_if=always, service="health").returning(_serving)
+    @rpc("Check", HealthCheckResponse, retry_if=always, service="health").returning(serving)
     def health(
         self, service: str = SERVICE_NAME, *, timeout_s: float | None = None
     ) -> HealthCheckRequest:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from grpc_health.v1.health_pb2 import HealthCheckResponse
-
+from memory_client._health import HealthCheckResponse
 from memory_client.cli._command import command
 from memory_client.cli._common import collect, require_yes, text_of
 from memory_client.cli._exit import ExitCode

@@ -14,15 +14,12 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format, message_factory
-from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
-from grpc_health.v1 import health_pb2
 
+from memory_client import _health
 from memory_client.loadtest.report import Collector, Result, build_report, ghz_options
 from memory_client.loadtest.template import CallInfo, TemplateError, check_data, render
 from memory_client.v1 import memory_pb2
-
-_FILES = (memory_pb2.DESCRIPTOR, health_pb2.DESCRIPTOR)
 
 
 class LoadTestError(Exception):
@@ -55,6 +52,38 @@ class ResolvedCall:
     response_class: type[Message]
 
 
+@dataclass(frozen=True, slots=True)
+class _Method:
+    service: str  # full name, "package.Service"
+    name: str
+    request_class: type[Message]
+    response_class: type[Message]
+    streaming: bool
+
+
+def _methods() -> list[_Method]:
+    """Every method the tool knows: the memory service's, from its descriptors, and
+    grpc.health.v1.Health's (memory_client._health: our messages on the standard paths)."""
+    found = [
+        _Method(
+            service.full_name,
+            method.name,
+            message_factory.GetMessageClass(method.input_type),
+            message_factory.GetMessageClass(method.output_type),
+            method.client_streaming or method.server_streaming,
+        )
+        for service in memory_pb2.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    ]
+    found += [
+        _Method(
+            _health.HEALTH_SERVICE, h.name, h.request_class, h.response_class, h.server_streaming
+        )
+        for h in _health.METHODS
+    ]
+    return found
+
+
 def resolve_call(call: str) -> ResolvedCall:
     """ "pkg.Service/Method" or "pkg.Service.Method" (ghz's two spellings) among the memory
     service and grpc.health.v1.Health; a bare "Method" or "Service/Method" when unambiguous."""
@@ -63,37 +92,31 @@ def resolve_call(call: str) -> ResolvedCall:
         service_name, _, method_name = text.rpartition("/")
     else:
         service_name, _, method_name = text.rpartition(".")
-    matches: list[MethodDescriptor] = []
-    for file in _FILES:
-        for service in file.services_by_name.values():
-            if service_name and service_name not in (service.full_name, service.name):
-                continue
-            method = service.methods_by_name.get(method_name)
-            if method is not None:
-                matches.append(method)
+    known = _methods()
+    matches = [
+        m
+        for m in known
+        if m.name == method_name
+        and (not service_name or service_name in (m.service, m.service.rpartition(".")[2]))
+    ]
     if len(matches) != 1:
-        known = sorted(
-            f"{service.full_name}/{method}"
-            for file in _FILES
-            for service in file.services_by_name.values()
-            for method in service.methods_by_name
-        )
+        names = sorted(f"{m.service}/{m.name}" for m in known)
         what = "is ambiguous" if matches else "is not a known method"
-        raise LoadTestError(f"call {call!r} {what}; known calls: {', '.join(known)}")
+        raise LoadTestError(f"call {call!r} {what}; known calls: {', '.join(names)}")
     method = matches[0]
-    if method.client_streaming or method.server_streaming:
+    if method.streaming:
         raise LoadTestError(f"call {call!r} is streaming; only unary calls are supported")
     return ResolvedCall(
-        path=f"/{method.containing_service.full_name}/{method.name}",
+        path=f"/{method.service}/{method.name}",
         info=CallInfo(
-            fully_qualified_name=f"{method.containing_service.full_name}.{method.name}",
+            fully_qualified_name=f"{method.service}.{method.name}",
             method_name=method.name,
-            service_name=method.containing_service.full_name,
-            input_name=method.input_type.name,
-            output_name=method.output_type.name,
+            service_name=method.service,
+            input_name=method.request_class.DESCRIPTOR.name,
+            output_name=method.response_class.DESCRIPTOR.name,
         ),
-        request_class=message_factory.GetMessageClass(method.input_type),
-        response_class=message_factory.GetMessageClass(method.output_type),
+        request_class=method.request_class,
+        response_class=method.response_class,
     )
 
 

@@ -5,7 +5,7 @@ import warnings
 
 from memory_client.v1 import memory_pb2 as memory__client_dot_v1_dot_memory__pb2
 
-GRPC_GENERATED_VERSION = '1.81.1'
+GRPC_GENERATED_VERSION = '1.73.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in memory_client/v1/memory_pb2_grpc.py depends on'
+        + f' but the generated code in memory_client/v1/memory_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class MemoryServiceStub:
+class MemoryServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -131,7 +131,7 @@ class MemoryServiceStub:
                 _registered_method=True)
 
 
-class MemoryServiceServicer:
+class MemoryServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def StartTurn(self, request, context):
@@ -378,7 +378,7 @@ def add_MemoryServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class MemoryService:
+class MemoryService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

@@ -1,10 +1,21 @@
 """A loopback stand-in for TigerGraph 4.2 speaking the HTTP protocol pyTigerGraph 2.0.5 uses.
 
-It keeps MemoryEmbedding vertices in a dict, implements the installed Memory_* queries in
-Python with the same semantics as the GSQL (as-of prefilter, then cosine top-k), accepts the
-installer's GSQL statements (recording them and the query texts installed), mints tokens, and
-can be taken down. Where the real server's answers are published, it answers the same way:
+It keeps one graph: a catalog of vertex and edge types changed by GSQL schema change jobs
+(tests/tg_schema.py, which also writes `getSchema()` and `ls`), the vertices and edges of those
+types, the installed `Memory_*` queries implemented in Python with the semantics of the GSQL
+text actually installed (tests/tg_queries.py: where a query starts decides what it finds and
+which vertices it touches, counted per query name in `touched`), tokens, and can be taken down.
+Any vertex type can be created and hold data, GraphRAG's with their own `embedding` vector
+attribute as well as the memory's. Where the real server's answers are published, it answers
+the same way:
 
+- `USE GRAPH g` + `ls` (POST /gsql/v1/statements) answers the catalog as TigerGraph 4.2 prints
+  it: "Vertex Types:" (`  - VERTEX Name(PRIMARY_ID id STRING, ...) WITH
+  STATS="OUTDEGREE_BY_EDGETYPE"`), "Edge Types:", "Vector Embeddings:" (`  - Name:` then
+  `    - attr(Dimension=n, IndexType="HNSW", DataType="FLOAT", Metric="COSINE")`), "Graphs:",
+  "Jobs:", "Queries:" (ecosys demos/guru_scripts/tigergraph_notebook/gsql101.ipynb;
+  tigergraph/tigergraph-mcp tigergraph_mcp/tools/vector_tools.py, list_vector_attributes, and
+  its tests/test_vector_tools.py; details in tests/tg_schema.py).
 - `PRINT s WITH VECTOR` puts vectors under "Embeddings", not in "attributes"
   (tigergraph/ecosys tutorials/vector/q3.out and q1c.out).
 - New vectors are searchable only after the HNSW index is rebuilt; until then
@@ -23,23 +34,23 @@ can be taken down. Where the real server's answers are published, it answers the
   the unsafe reading (no filter at all) unless the installed Memory_search re-checks the scope
   of its hits, so a query without that guard fails the isolation tests.
 - Installed queries answer as the text that was installed: Memory_count_scope prints the
-  `PRINT "<version>" AS schema` of its installed text, if any.
-- The MemoryLink edge type (`ADD UNDIRECTED EDGE MemoryLink (FROM MemoryEmbedding, TO
-  MemoryEmbedding, ...)` in a schema change job) is listed under "EdgeTypes" the way getSchema
-  shows one (Name, FromVertexTypeName, ToVertexTypeName, IsDirected, Attributes). Edges come
-  in the upsert body under "edges" as {source type: {source id: {edge type: {target type:
-  {target id: attrs}}}}} (docs.tigergraph.com, REST API "Upsert data to graph"); the reply
-  counts them in "accepted_edges". With `vertex_must_exist=true` an edge whose end does not
-  exist is skipped, not accepted; vertices of the same request are upserted first. An
-  undirected edge is one edge whichever end it is sent from; deleting a vertex deletes its
-  edges, as in TigerGraph."""
+  `PRINT "<version>" AS schema` of its installed text, if any. A schema change job that drops
+  a vector attribute uninstalls the queries naming it ("A query becomes invalid if it refers to
+  ... an attribute which has been dropped ... invalid queries are uninstalled":
+  docs.tigergraph.com, "Modifying a Graph Schema") and removes its values.
+- Upserts (POST /restpp/graph/{graph}) take {"vertices": {type: {id: attrs}}, "edges":
+  {source type: {source id: {edge type: {target type: {target id: attrs}}}}}} (docs.tigergraph
+  .com, REST API "Upsert data to graph"); the reply counts "accepted_vertices" and
+  "accepted_edges". An unknown type or attribute is refused (REST-30200); a vector of another
+  dimension skips its vertex. With `vertex_must_exist=true` an edge whose end does not exist is
+  skipped, not accepted (vertices of the same request are upserted first); with
+  `update_vertex_only=true` a vertex that does not exist is skipped. An undirected edge is one
+  edge whichever end it is sent from; deleting a vertex deletes its edges, as in TigerGraph."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import math
 import re
 import threading
 import time
@@ -51,6 +62,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tg_queries import Queries, QueryError
+from tg_schema import Catalog, GsqlError
 
 VERTEX = "MemoryEmbedding"
 LINK = "MemoryLink"
@@ -66,16 +80,17 @@ class TGState:
     # POST /gsql/v1/tokens without a secret (TigerGraph 4.x "Request a token": a user's
     # credentials in the Authorization header; pyTigerGraph common/auth.py sends authMode "pwd").
     users: dict[str, str] = field(default_factory=lambda: {"tigergraph": "tg-password"})
-    vertex_installed: bool = False
-    vector_dimension: int | None = None
+    catalog: Catalog = field(default_factory=Catalog)
     created_queries: set[str] = field(default_factory=set)
     installed_queries: set[str] = field(default_factory=set)
-    vertices: dict[str, dict[str, Any]] = field(default_factory=dict)
-    link_installed: bool = False
-    # Undirected MemoryLink edges by their (smaller id, larger id).
-    edges: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # Vertices by type and id (vector attributes among the others); edges by type and
+    # (source id, target id), an undirected edge under (smaller id, larger id).
+    store: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    edge_store: dict[str, dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
     statements: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
+    # Vertices each installed query touched, summed over its calls (tests/tg_queries.py).
+    touched: Counter[str] = field(default_factory=Counter)
     # "up" | "503" (plain text, a proxy's answer) | "json503" (HTTP 503 with a JSON error
     # body) | "query_timeout" (REST-3002 in a JSON error body, as REST++ sends it)
     mode: str = "up"
@@ -84,8 +99,35 @@ class TGState:
     index_lag_s: float = 0.0  # seconds until an upserted vector is searchable
     ann_recall: float = 1.0  # share of the candidates vectorSearch's HNSW walk finds
     upserted_at: dict[str, float] = field(default_factory=dict)
+    # Vertex types given as getSchema() dicts (listed by getSchema and `ls`, holding no data).
     other_vertex_types: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def vertices(self) -> dict[str, dict[str, Any]]:
+        """The MemoryEmbedding vertices by version id."""
+        return self.store.setdefault(VERTEX, {})
+
+    @property
+    def edges(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The MemoryLink edges by (smaller id, larger id)."""
+        return self.edge_store.setdefault(LINK, {})
+
+    def delete_vertex(self, vtype: str, vid: str) -> bool:
+        """Deletes a vertex and every edge at it; whether it existed."""
+        if self.store.get(vtype, {}).pop(vid, None) is None:
+            return False
+        self.upserted_at.pop(vid, None)
+        for name, et in self.catalog.edge_types.items():
+            ends = [(i, p[i]) for p in et.pairs for i in (0, 1)]
+            gone = [
+                key
+                for key in self.edge_store.get(name, {})
+                if any(t == vtype and key[i] == vid for i, t in ends)
+            ]
+            for key in gone:
+                del self.edge_store[name][key]
+        return True
 
 
 def _version_text(version: str) -> str:
@@ -95,23 +137,6 @@ def _version_text(version: str) -> str:
         f"TigerGraph version: {version}\n"
         f"product {stamp}\ngpe {stamp}\nrestpp {stamp}\n"
     )
-
-
-def _ann_finds(vid: str, qv: list[float], recall: float) -> bool:
-    """Whether the approximate search reaches `vid` for this query (deterministic)."""
-    digest = hashlib.sha256(f"{vid}|{qv}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < recall
-
-
-def _cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
-
-
-def _str(v: Any) -> str:
-    return unquote(v) if isinstance(v, str) else str(v)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -242,11 +267,12 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/gsql/v1/statements" and method == "POST":
                 st.counts["gsql"] += 1
                 self._send(200, self._gsql(body.decode()), text=True)
-            elif path.startswith(f"/restpp/vector/status/{g}/{VERTEX}"):
+            elif path.startswith(f"/restpp/vector/status/{g}/"):
                 # ecosys tutorials/VectorSearch.md, "Delayed Update Visibility": the reply
                 # lists the servers whose index still needs a rebuild.
                 st.counts["vector_status"] += 1
-                pending = self._pending()
+                queries = Queries(st)
+                pending = any(not queries.searchable(vid) for vid in st.vertices)
                 self._send(
                     200,
                     {
@@ -259,19 +285,18 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif path == f"/restpp/graph/{g}" and method == "POST":
                 st.counts["upserts"] += 1
-                must_exist = (qs.get("vertex_must_exist") or [""])[0].lower() == "true"
-                self._upsert(json.loads(body), must_exist)
+                flags = {k for k, v in qs.items() if v and v[0].lower() == "true"}
+                self._upsert(json.loads(body), flags)
             elif path.startswith(f"/restpp/graph/{g}/vertices/") and method == "DELETE":
                 st.counts["deletes"] += 1
-                vid = unquote(path.rsplit("/", 1)[1])
-                n = 1 if st.vertices.pop(vid, None) is not None else 0
-                self._drop_edges({vid})
+                vtype, vid = (unquote(p) for p in path.rsplit("/", 2)[1:])
+                n = int(st.delete_vertex(vtype, vid))
                 self._send(
                     200,
                     {
                         "error": False,
                         "message": "",
-                        "results": {"v_type": VERTEX, "deleted_vertices": n},
+                        "results": {"v_type": vtype, "deleted_vertices": n},
                     },
                 )
             elif path.startswith(f"/restpp/query/{g}/"):
@@ -300,65 +325,38 @@ class _Handler(BaseHTTPRequestHandler):
     # -- GSQL ----------------------------------------------------------------------------------
     def _schema(self) -> dict[str, Any]:
         st = self.server.state
-        vts = list(st.other_vertex_types)
-        if st.vertex_installed:
-            vt: dict[str, Any] = {
-                "Name": VERTEX,
-                "PrimaryId": {"AttributeName": "version_id"},
-                "Attributes": [],
-                "Config": {},
-            }
-            if st.vector_dimension is not None:
-                vt["EmbeddingAttributes"] = [
-                    {"Name": "embedding", "Dimension": st.vector_dimension, "Metric": "COSINE"}
-                ]
-            vts.append(vt)
-        ets: list[dict[str, Any]] = []
-        if st.link_installed:
-            ets.append(
-                {
-                    "Name": LINK,
-                    "FromVertexTypeName": VERTEX,
-                    "ToVertexTypeName": VERTEX,
-                    "IsDirected": False,
-                    "Config": {},
-                    "Attributes": [
-                        {"AttributeName": "score", "AttributeType": {"Name": "FLOAT"}},
-                        {"AttributeName": "recorded_at", "AttributeType": {"Name": "INT"}},
-                        {"AttributeName": "superseded_at", "AttributeType": {"Name": "INT"}},
-                    ],
-                }
-            )
-        return {"GraphName": st.graph, "VertexTypes": vts, "EdgeTypes": ets}
+        return st.catalog.schema_json(st.graph, st.other_vertex_types)
 
     def _gsql(self, text: str) -> str:
+        """POST /gsql/v1/statements: `ls`, schema change jobs (create, run, drop), and
+        CREATE OR REPLACE QUERY / INSTALL QUERY; the printed text, failures included (pyTigerGraph's
+        gsql() does not raise on them)."""
         st = self.server.state
         st.statements.append(text)
         out: list[str] = []
-        if "ADD VERTEX MemoryEmbedding" in text:
-            if st.vertex_installed:
-                return "Semantic Check Fails: The vertex name MemoryEmbedding already exists!"
-            st.vertex_installed = True
-            out.append("Successfully created schema change jobs: [Memory_add_vertex].")
-            out.append("Local schema change succeeded.")
-        if "ADD UNDIRECTED EDGE MemoryLink (FROM MemoryEmbedding, TO MemoryEmbedding" in text:
-            if not st.vertex_installed:
-                return "Semantic Check Fails: vertex type MemoryEmbedding does not exist."
-            if st.link_installed:
-                return "Semantic Check Fails: The edge name MemoryLink already exists!"
-            st.link_installed = True
-            out.append("Local schema change succeeded.")
-        m = re.search(r"ADD VECTOR ATTRIBUTE embedding\(DIMENSION=(\d+)", text)
-        if m:
-            if not st.vertex_installed:
-                return "Semantic Check Fails: vertex type MemoryEmbedding does not exist."
-            if st.vector_dimension is not None:
-                return "Semantic Check Fails: attribute embedding already exists."
-            st.vector_dimension = int(m.group(1))
-            out.append("Local schema change succeeded.")
-        for m in re.finditer(r"CREATE OR REPLACE QUERY (\w+)\(", text):
+        try:
+            for m in re.finditer(
+                r"CREATE SCHEMA_CHANGE JOB (\w+)(?:\s+FOR GRAPH \w+)?\s*\{(.*?)\}", text, re.S
+            ):
+                if m.group(1) in st.catalog.jobs:
+                    raise GsqlError(f"Semantic Check Fails: The job {m.group(1)} already exists!")
+                st.catalog.jobs[m.group(1)] = m.group(2)
+                out.append(f"Successfully created schema change jobs: [{m.group(1)}].")
+            for m in re.finditer(r"RUN SCHEMA_CHANGE JOB (?:-\w+ )*(\w+)", text):
+                for vtype, attr in st.catalog.run_job(m.group(1)):
+                    self._dropped(vtype, attr)
+                out.append("Local schema change succeeded.")
+            for m in re.finditer(r"DROP JOB (\w+)", text):
+                if st.catalog.jobs.pop(m.group(1), None) is None:
+                    raise GsqlError(f"Semantic Check Fails: the job {m.group(1)} does not exist.")
+                out.append(f"Successfully dropped jobs on the graph {st.graph}: [{m.group(1)}].")
+        except GsqlError as exc:
+            return "\n".join([*out, str(exc)])
+        if any(line.strip().lower() == "ls" for line in text.splitlines()):
+            out.append(st.catalog.ls(st.graph, st.other_vertex_types, st.created_texts))
+        for m in re.finditer(r"CREATE OR REPLACE (?:DISTRIBUTED )?QUERY (\w+)\(", text):
             name = m.group(1)
-            end = text.find("CREATE OR REPLACE QUERY", m.end())
+            end = text.find("CREATE OR REPLACE", m.end())
             st.created_queries.add(name)
             st.created_texts[name] = text[m.start() : end if end >= 0 else len(text)]
             out.append(f"Successfully created queries: [{name}].")
@@ -374,162 +372,101 @@ class _Handler(BaseHTTPRequestHandler):
             out.append("Query installation finished.")
         return "\n".join(out) or "OK"
 
-    # -- REST++ --------------------------------------------------------------------------------
-    def _drop_edges(self, gone: set[str]) -> None:
+    def _dropped(self, vtype: str, attr: str) -> None:
+        """A vector attribute dropped: its values go, and the queries that name it."""
         st = self.server.state
-        for key in [k for k in st.edges if k[0] in gone or k[1] in gone]:
-            del st.edges[key]
+        for values in st.store.get(vtype, {}).values():
+            values.pop(attr, None)
+        for name, text in st.installed_texts.items():
+            if re.search(rf"\b{vtype}\.{attr}\b", text):
+                st.installed_queries.discard(name)
 
-    def _upsert(self, doc: dict[str, Any], must_exist: bool = False) -> None:
+    # -- REST++ --------------------------------------------------------------------------------
+    def _upsert(self, doc: dict[str, Any], flags: set[str]) -> None:
         st = self.server.state
+        types = st.catalog.vertex_types
         accepted = 0
         accepted_edges = 0
         for vtype, vertices in doc.get("vertices", {}).items():
-            if vtype != VERTEX or not st.vertex_installed:
+            vt = types.get(vtype)
+            if vt is None:
                 self._error(
                     f"The input vertex type {vtype} is not a valid vertex type.", "REST-30200"
                 )
                 return
             for vid, attrs in vertices.items():
                 values = {k: v["value"] for k, v in attrs.items()}
-                emb = values.get("embedding")
-                if emb is not None and len(emb) != st.vector_dimension:
+                unknown = set(values) - vt.attribute_names() - set(vt.vectors)
+                if unknown:
+                    self._error(
+                        f"The input attribute {sorted(unknown)[0]} is not a valid attribute of "
+                        f"vertex type {vtype}.",
+                        "REST-30200",
+                    )
+                    return
+                vectors = {k: v for k, v in values.items() if k in vt.vectors}
+                if any(len(v) != vt.vectors[k][0] for k, v in vectors.items()):
                     continue  # rejected, as TigerGraph skips a vertex it cannot take
-                st.vertices[vid] = {**st.vertices.get(vid, {}), **values}
-                if emb is not None:
+                store = st.store.setdefault(vtype, {})
+                if "update_vertex_only" in flags and vid not in store:
+                    continue
+                store[vid] = {**store.get(vid, {}), **values}
+                if vtype == VERTEX and vectors:
                     st.upserted_at[vid] = time.monotonic()
                 accepted += 1
         for stype, sources in doc.get("edges", {}).items():
             for sid, by_edge in sources.items():
                 for etype, by_target in by_edge.items():
-                    if stype != VERTEX or etype != LINK or not st.link_installed:
+                    et = st.catalog.edge_types.get(etype)
+                    if et is None:
                         self._error(
                             f"The input edge type {etype} is not a valid edge type.",
                             "REST-30200",
                         )
                         return
                     for ttype, targets in by_target.items():
+                        pairs = et.pairs if et.directed else et.pairs + [p[::-1] for p in et.pairs]
+                        if (stype, ttype) not in pairs:
+                            continue
                         for tid, attrs in targets.items():
-                            if ttype != VERTEX:
+                            if "vertex_must_exist" in flags and not (
+                                sid in st.store.get(stype, {}) and tid in st.store.get(ttype, {})
+                            ):
                                 continue
-                            if must_exist and (sid not in st.vertices or tid not in st.vertices):
-                                continue
-                            key = (min(sid, tid), max(sid, tid))
+                            key = (sid, tid) if et.directed else (min(sid, tid), max(sid, tid))
+                            edges = st.edge_store.setdefault(etype, {})
                             values = {k: v["value"] for k, v in attrs.items()}
-                            st.edges[key] = {**st.edges.get(key, {}), **values}
+                            edges[key] = {**edges.get(key, {}), **values}
                             accepted_edges += 1
         self._ok([{"accepted_vertices": accepted, "accepted_edges": accepted_edges}])
 
-    def _query(self, name: str, p: dict[str, Any]) -> None:
-        st = self.server.state
-        if name == "Memory_search":
-            scope, tx, vt = _str(p["scope"]), int(p["tx_time"]), int(p["valid_time"])
-
-            def believed(v: dict[str, Any]) -> bool:
-                return (
-                    v["scope_hash"] == scope
-                    and v["recorded_at"] <= tx < v["superseded_at"]
-                    and v["valid_from"] <= vt < v["valid_to"]
-                )
-
-            # Only what the HNSW index holds is found (see _pending).
-            indexed = {vid: v for vid, v in st.vertices.items() if self._searchable(vid)}
-            cands = [(vid, v) for vid, v in indexed.items() if believed(v)]
-            text = st.installed_texts.get(name, "")
-            guarded = (
-                "r = SELECT v FROM r:v" in text
-                and "v.scope_hash == scope" in text.split("vectorSearch", 1)[-1]
-            )
-            if not cands and not guarded:
-                cands = list(indexed.items())  # the unsafe reading: no candidate filter
-            qv = [float(x) for x in p["qv"]]
-            if st.ann_recall < 1.0:
-                cands = [(vid, v) for vid, v in cands if _ann_finds(vid, qv, st.ann_recall)]
-            ranked = sorted(((1.0 - _cosine(qv, v["embedding"]), vid) for vid, v in cands))
-            top = ranked[: int(p["k"])]
-            if guarded:
-                top = [(d, vid) for d, vid in top if believed(st.vertices[vid])]
-            self._ok(
-                [
-                    {
-                        "r": [
-                            {"v_id": vid, "v_type": VERTEX, "attributes": {"distance": d}}
-                            for d, vid in top
-                        ]
-                    }
-                ]
-            )
-        elif name == "Memory_count_scope":
-            scope = _str(p["scope"])
-            printed: list[dict[str, Any]] = [
-                {"n": sum(1 for v in st.vertices.values() if v["scope_hash"] == scope)}
-            ]
-            m = re.search(r'PRINT "(\w+)" AS schema', st.installed_texts.get(name, ""))
-            if m:
-                printed.append({"schema": m.group(1)})
-            self._ok(printed)
-        elif name == "Memory_purge_scope":
-            scope = _str(p["scope"])
-            gone = [vid for vid, v in st.vertices.items() if v["scope_hash"] == scope]
-            for vid in gone:
-                del st.vertices[vid]
-                st.upserted_at.pop(vid, None)
-            self._drop_edges(set(gone))
-            self._ok([{"deleted": len(gone)}])
-        elif name == "Memory_delete_ids":
-            ids = [_str(i) for i in p.get("ids") or []]
-            gone = [i for i in ids if st.vertices.pop(i, None) is not None]
-            self._drop_edges(set(gone))
-            self._ok([{"deleted": len(gone)}])
-        elif name == "Memory_vectors":
-            ids = [_str(i) for i in p.get("ids") or []]
-            # `PRINT s WITH VECTOR`: plain attributes under "attributes", vector attributes
-            # under "Embeddings" (ecosys tutorials/vector/q3.out, q1c.out).
-            self._ok(
-                [
-                    {
-                        "s": [
-                            {
-                                "v_id": i,
-                                "v_type": VERTEX,
-                                "attributes": {
-                                    **{k: v for k, v in st.vertices[i].items() if k != "embedding"},
-                                    "version_id": i,
-                                },
-                                "Embeddings": {"embedding": st.vertices[i].get("embedding")},
-                            }
-                            for i in ids
-                            if i in st.vertices
-                        ]
-                    }
-                ]
-            )
-        else:
-            self._error(f"unknown query {name}", "REST-1000")
-
-    def _searchable(self, vid: str) -> bool:
-        st = self.server.state
-        at = st.upserted_at.get(vid)
-        return at is None or time.monotonic() - at >= st.index_lag_s
-
-    def _pending(self) -> bool:
-        return any(not self._searchable(vid) for vid in self.server.state.vertices)
+    def _query(self, name: str, params: dict[str, Any]) -> None:
+        queries = Queries(self.server.state)
+        try:
+            self._ok(queries.run(name, params))
+        except QueryError as exc:
+            self._error(str(exc), "REST-1000")
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr: tuple[str, int], state: TGState) -> None:
+    def __init__(
+        self, addr: tuple[str, int], state: TGState, handler: type[_Handler] = _Handler
+    ) -> None:
         self.state = state
-        super().__init__(addr, _Handler)
+        super().__init__(addr, handler)
 
 
 class TGServer:
-    """Runs in a thread; `url` is the host pyTigerGraph takes (REST++ and GSQL on one port)."""
+    """Runs in a thread; `url` is the host pyTigerGraph takes (REST++ and GSQL on one port).
+    `handler` may be a subclass of the stand-in's handler that answers more endpoints (its
+    `_dispatch(method)` first) or more GSQL (its `_gsql(text)`)."""
 
-    def __init__(self, state: TGState | None = None) -> None:
+    def __init__(self, state: TGState | None = None, handler: type[_Handler] = _Handler) -> None:
         self.state = state or TGState()
+        self._handler = handler
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -539,7 +476,7 @@ class TGServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self._server = _Server(("127.0.0.1", self.port), self.state)
+        self._server = _Server(("127.0.0.1", self.port), self.state, self._handler)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -575,10 +512,17 @@ class TGServer:
     def counts(self) -> Counter[str]:
         return self.state.counts
 
+    @property
+    def touched(self) -> Counter[str]:
+        """Vertices each installed query touched, by query name, summed over its calls."""
+        return self.state.touched
+
 
 @contextmanager
-def serve_tigergraph(state: TGState | None = None) -> Iterator[TGServer]:
-    server = TGServer(state)
+def serve_tigergraph(
+    state: TGState | None = None, handler: type[_Handler] = _Handler
+) -> Iterator[TGServer]:
+    server = TGServer(state, handler)
     server.start()
     try:
         yield server

@@ -9,6 +9,11 @@ nothing else:
 * `hide_memory_vertices_info` and `hide_memory_edges_info` for the per-type dicts GraphRAG's
   schema mapping builds from them (`{"vertex", "attributes"}`, `{"edge", "source", "target"}`);
 * `hide_memory_schema` for a `getSchema()` dict, `hide_memory_queries` for query listings.
+
+The names: vertex types `MemoryEmbedding` (one per fact version, vector attribute
+`memory_vector`) and `MemoryScope` (one per scope), edge types `MemoryLink` and
+`MemoryOfScope`, the `Memory_*` queries and schema change jobs. None of them equals a name
+GraphRAG's own GSQL uses (tests/test_tigergraph_names.py holds GraphRAG's names as data).
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 MEMORY_VERTEX = "MemoryEmbedding"
-MEMORY_VECTOR_ATTRIBUTE = "embedding"
+# Not `embedding`: GraphRAG (supportai.py) takes any `- embedding(Dimension=` in the graph's
+# `ls` for its own vector schema and then skips installing it.
+MEMORY_VECTOR_ATTRIBUTE = "memory_vector"
+# What releases before issue 27 called the vector attribute; install_schema migrates it.
+LEGACY_VECTOR_ATTRIBUTE = "embedding"
+# One vertex per scope (primary id: the scope hash) with an edge to each of its memory
+# vertices, so that a scope's queries start from it instead of scanning every scope's memory.
+MEMORY_SCOPE_VERTEX = "MemoryScope"
 MEMORY_QUERY_PREFIX = "Memory_"
 
 Q_SEARCH = MEMORY_QUERY_PREFIX + "search"
@@ -26,18 +38,33 @@ Q_DELETE_IDS = MEMORY_QUERY_PREFIX + "delete_ids"
 Q_PURGE_SCOPE = MEMORY_QUERY_PREFIX + "purge_scope"
 Q_COUNT_SCOPE = MEMORY_QUERY_PREFIX + "count_scope"
 Q_VECTORS = MEMORY_QUERY_PREFIX + "vectors"
+# The one query that reads every memory vertex (a page at a time): the migration's.
+Q_SCAN_PAGE = MEMORY_QUERY_PREFIX + "scan_page"
 
-MEMORY_QUERIES: tuple[str, ...] = (Q_SEARCH, Q_DELETE_IDS, Q_PURGE_SCOPE, Q_COUNT_SCOPE, Q_VECTORS)
+MEMORY_QUERIES: tuple[str, ...] = (
+    Q_SEARCH,
+    Q_DELETE_IDS,
+    Q_PURGE_SCOPE,
+    Q_COUNT_SCOPE,
+    Q_VECTORS,
+    Q_SCAN_PAGE,
+)
 # Schema change jobs the installer creates (and drops again after running them).
-MEMORY_JOBS: tuple[str, ...] = ("Memory_add_vertex", "Memory_add_vector", "Memory_add_link")
+JOB_ADD_TYPES = MEMORY_QUERY_PREFIX + "add_types"
+JOB_ADD_VECTOR = MEMORY_QUERY_PREFIX + "add_vector"
+JOB_DROP_LEGACY_VECTOR = MEMORY_QUERY_PREFIX + "drop_legacy_vector"
+MEMORY_JOBS: tuple[str, ...] = (JOB_ADD_TYPES, JOB_ADD_VECTOR, JOB_DROP_LEGACY_VECTOR)
 
 # Semantic links between memory vertices (an undirected edge MemoryEmbedding - MemoryEmbedding).
+MEMORY_LINK_EDGE = "MemoryLink"
+# A scope's memory vertices (a directed edge MemoryScope -> MemoryEmbedding).
+MEMORY_SCOPE_EDGE = "MemoryOfScope"
+MEMORY_VERTICES: tuple[str, ...] = (MEMORY_VERTEX, MEMORY_SCOPE_VERTEX)
 # Any other edge type is hidden too when one of its ends is a memory vertex type (see
 # `hide_memory_edge_types`).
-MEMORY_LINK_EDGE = "MemoryLink"
-MEMORY_EDGES: tuple[str, ...] = (MEMORY_LINK_EDGE,)
+MEMORY_EDGES: tuple[str, ...] = (MEMORY_LINK_EDGE, MEMORY_SCOPE_EDGE)
 
-_MEMORY_VERTICES = frozenset({MEMORY_VERTEX})
+_MEMORY_VERTICES = frozenset(MEMORY_VERTICES)
 _MEMORY_EDGES = frozenset(MEMORY_EDGES)
 _MEMORY_QUERIES = frozenset(MEMORY_QUERIES)
 
@@ -84,8 +111,9 @@ def _pairs_without_memory(pairs: Iterable[Any]) -> list[Any]:
 
 
 def hide_memory_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a `getSchema()` listing without the memory-owned vertex type, its vector
-    attribute, and any edge type (or edge pair) that touches it. The input is not changed."""
+    """A copy of a `getSchema()` listing without the memory-owned vertex types (with their
+    vector attribute), the memory-owned edge types, and any edge type (or edge pair) that
+    touches a memory vertex type. The input is not changed."""
     out = copy.deepcopy(schema_json)
     vertices = out.get("VertexTypes")
     if isinstance(vertices, list):

@@ -16,7 +16,7 @@ from memory_server.memory.errors import Unavailable
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memory_server.index.tigergraph")
     sub = parser.add_subparsers(dest="command", required=True)
-    inst = sub.add_parser("install-schema", help="create the memory vertex type and queries")
+    inst = sub.add_parser("install-schema", help="create (or migrate) the memory types and queries")
     inst.add_argument("--host", required=True, help="e.g. http://tigergraph:14240")
     inst.add_argument("--graph", required=True)
     inst.add_argument("--token")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -210,6 +211,28 @@ class Client:
             return list(res or [])
 
         return await self.call(name, run)
+
+    async def upsert(self, what: str, data: dict[str, Any], **flags: bool) -> dict[str, Any]:
+        """One REST++ upsert, `POST /restpp/graph/{graph}` (docs.tigergraph.com, REST API
+        "Upsert data to graph"), with its flags (`vertex_must_exist`, `update_vertex_only`, ...)
+        in the query string; the reply's counts (`accepted_vertices`, `accepted_edges`).
+
+        upsertData(vertexMustExist=True) itself cannot send a flag: pyTigerGraph 2.0.5 puts a
+        Python bool in the query string, which aiohttp refuses (TypeError). Its own request
+        path, with the flag spelt as REST++ spells it, can."""
+
+        async def send() -> Any:
+            conn = self.conn
+            res = await conn._req(
+                "POST",
+                f"{conn.restppUrl}/graph/{conn.graphname}",
+                data=json.dumps(data),
+                params={k: "true" if v else "false" for k, v in flags.items()},
+            )
+            return res[0] if isinstance(res, list) and res else res
+
+        reply = await self.call(what, send)
+        return reply if isinstance(reply, dict) else {}
 
     async def aclose(self) -> None:
         await self.conn.aclose()

@@ -1,10 +1,10 @@
-"""TigerGraphIndex, the VectorIndex adapter: records become `MemoryEmbedding` upserts, searches
-and deletions become calls of the installed `Memory_*` queries, batch by batch."""
+"""TigerGraphIndex, the VectorIndex adapter: records become `MemoryEmbedding` upserts (each with
+its scope's `MemoryScope` vertex and `MemoryOfScope` edge), searches and deletions become calls
+of the installed `Memory_*` queries, batch by batch."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -12,7 +12,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_client import schema_names as names
-from memory_client.schema_names import MEMORY_LINK_EDGE, MEMORY_VECTOR_ATTRIBUTE, MEMORY_VERTEX
+from memory_client.schema_names import (
+    MEMORY_LINK_EDGE,
+    MEMORY_SCOPE_EDGE,
+    MEMORY_SCOPE_VERTEX,
+    MEMORY_VECTOR_ATTRIBUTE,
+    MEMORY_VERTEX,
+)
 from memory_server.index.tigergraph._client import (
     Client,
     ConnArgs,
@@ -99,11 +105,12 @@ class TigerGraphIndex:
     async def upsert(
         self, records: Sequence[VectorRecord], links: Sequence[LinkRecord] = ()
     ) -> None:
-        """Vertices, and the links between them as MemoryLink edges in the same request: the
-        REST++ upsert takes both, `{"vertices": {type: {id: attrs}}, "edges": {source type:
-        {source id: {edge type: {target type: {target id: attrs}}}}}}` (docs.tigergraph.com,
-        REST API "Upsert data to graph"; pyTigerGraph upsertData). `vertex_must_exist` keeps
-        an edge whose end was deleted meanwhile from creating an empty vertex."""
+        """Vertices, each with its scope's MemoryScope vertex and MemoryOfScope edge, and the
+        links between them as MemoryLink edges, in one request per batch: the REST++ upsert
+        takes both, `{"vertices": {type: {id: attrs}}, "edges": {source type: {source id:
+        {edge type: {target type: {target id: attrs}}}}}}` (docs.tigergraph.com, REST API
+        "Upsert data to graph"; pyTigerGraph upsertData). `vertex_must_exist` keeps an edge
+        whose end was deleted meanwhile from creating an empty vertex."""
         for start in range(0, max(len(records), 1), self._batch):
             chunk = records[start : start + self._batch]
             # The links ride with the first request of the batch.
@@ -111,6 +118,7 @@ class TigerGraphIndex:
             if not chunk and not chunk_links:
                 return
             by_id: dict[str, dict[str, Any]] = {}
+            members: dict[str, dict[str, dict[str, Any]]] = {}
             for r in chunk:
                 if len(r.vector) != self._dimension:
                     raise ValueError(
@@ -124,36 +132,41 @@ class TigerGraphIndex:
                     "superseded_at": {"value": _micros(r.superseded_at, OPEN_END)},
                     MEMORY_VECTOR_ATTRIBUTE: {"value": [float(x) for x in r.vector]},
                 }
-            edges: dict[str, dict[str, Any]] = {}
+                members.setdefault(r.scope_hash, {})[r.version_id] = {}
+            link_edges: dict[str, dict[str, Any]] = {}
             for link in chunk_links:
-                targets = edges.setdefault(link.source_version_id, {MEMORY_LINK_EDGE: {}})
+                targets = link_edges.setdefault(link.source_version_id, {MEMORY_LINK_EDGE: {}})
                 targets[MEMORY_LINK_EDGE].setdefault(MEMORY_VERTEX, {})[link.target_version_id] = {
                     "score": {"value": float(link.score)},
                     "recorded_at": {"value": _micros(link.recorded_at, 0)},
                     "superseded_at": {"value": _micros(link.superseded_at, OPEN_END)},
                 }
             data: dict[str, Any] = {"vertices": {MEMORY_VERTEX: by_id}}
+            edges: dict[str, Any] = {}
+            if members:
+                data["vertices"][MEMORY_SCOPE_VERTEX] = {scope: {} for scope in members}
+                edges[MEMORY_SCOPE_VERTEX] = {
+                    scope: {MEMORY_SCOPE_EDGE: {MEMORY_VERTEX: ids}}
+                    for scope, ids in members.items()
+                }
+            if link_edges:
+                edges[MEMORY_VERTEX] = link_edges
             if edges:
-                data["edges"] = {MEMORY_VERTEX: edges}
+                data["edges"] = edges
 
-            async def send(data: dict[str, Any] = data) -> Any:
-                # upsertData(vertexMustExist=True) itself cannot send it: pyTigerGraph 2.0.5
-                # puts a Python bool in the query string, which aiohttp refuses (TypeError).
-                # Its own request path, with the flag as REST++ spells it, does.
-                conn = self._client.conn
-                res = await conn._req(
-                    "POST",
-                    f"{conn.restppUrl}/graph/{conn.graphname}",
-                    data=json.dumps(data),
-                    params={"vertex_must_exist": "true"},
-                )
-                return res[0] if isinstance(res, list) and res else res
-
-            reply = await self._client.call("upsert", send)
-            accepted = int((reply or {}).get("accepted_vertices", 0))
-            if accepted != len(by_id):
+            reply = await self._client.upsert("upsert", data, vertex_must_exist=True)
+            accepted = int(reply.get("accepted_vertices", 0))
+            expected = len(by_id) + len(members)
+            if accepted != expected:
                 raise TigerGraphIndexError(
-                    f"TigerGraph accepted {accepted} of {len(by_id)} {MEMORY_VERTEX} vertices"
+                    f"TigerGraph accepted {accepted} of {expected} vertices ({len(by_id)} "
+                    f"{MEMORY_VERTEX}, {len(members)} {MEMORY_SCOPE_VERTEX})"
+                )
+            # Without its MemoryOfScope edge a vertex is invisible to its scope's queries.
+            if int(reply.get("accepted_edges", 0)) < len(by_id):
+                raise TigerGraphIndexError(
+                    f"TigerGraph accepted {reply.get('accepted_edges', 0)} edges for "
+                    f"{len(by_id)} {MEMORY_SCOPE_EDGE} edges (and {len(chunk_links)} links)"
                 )
             if by_id:
                 self.upserts_pending_index += len(by_id)

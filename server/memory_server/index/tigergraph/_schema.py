@@ -1,27 +1,35 @@
-"""Installing what the memory index needs in the user's graph: the `MemoryEmbedding` vertex
-type, its COSINE vector attribute and the `Memory_*` queries, each only where missing.
+"""Installing what the memory index needs in the user's graph, each piece only where missing:
+the `MemoryEmbedding` vertex type with its COSINE vector attribute `memory_vector`, the
+`MemoryScope` vertex type with its `MemoryOfScope` edges to a scope's memory vertices, the
+`MemoryLink` edge type and the `Memory_*` queries; and moving a graph of an earlier release
+(vector attribute `embedding`, no scope vertices) onto them (_migrate).
 
-All GSQL text is fixed here; the only substituted values are the configured graph name
-(validated as an identifier) and the dimension (an int).
+Order matters on a real server: the types and the new vector attribute first, then the
+queries (whose texts name only the new names), then the migration's copy, and only then the
+schema change that drops `embedding` — which uninstalls any query still naming it, so the
+queries are checked once more after it. Every step looks at the graph first, so a run that
+stopped anywhere (both vector attributes present, a job left behind) is simply run again.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 from typing import Any
 
 from memory_client.schema_names import (
+    JOB_ADD_TYPES,
+    JOB_ADD_VECTOR,
+    JOB_DROP_LEGACY_VECTOR,
+    LEGACY_VECTOR_ATTRIBUTE,
+    MEMORY_JOBS,
     MEMORY_LINK_EDGE,
     MEMORY_QUERIES,
+    MEMORY_SCOPE_EDGE,
+    MEMORY_SCOPE_VERTEX,
     MEMORY_VECTOR_ATTRIBUTE,
     MEMORY_VERTEX,
     Q_COUNT_SCOPE,
-    Q_DELETE_IDS,
-    Q_PURGE_SCOPE,
-    Q_SEARCH,
-    Q_VECTORS,
 )
 from memory_server.index.tigergraph._client import (
     Client,
@@ -29,107 +37,30 @@ from memory_server.index.tigergraph._client import (
     TigerGraphIndexError,
     check_graph,
 )
+from memory_server.index.tigergraph._gsql import (
+    ADD_LINK_EDGE,
+    ADD_MEMORY_VERTEX,
+    ADD_SCOPE_EDGE,
+    ADD_SCOPE_VERTEX,
+    ADD_VECTOR,
+    DROP_LEGACY_VECTOR,
+    GSQL_DROP_JOB,
+    GSQL_INSTALL,
+    GSQL_JOB,
+    GSQL_LS,
+    SCHEMA_HASH,
+    query_text,
+)
+from memory_server.index.tigergraph._migrate import copy_legacy_vectors
 
 MIN_VERSION = (4, 2)
 log = logging.getLogger(__name__)
-
-# GSQL. `{graph}` and `{dimension}` are the only substitutions (validated config values).
-
-GSQL_ADD_VERTEX = """USE GRAPH {graph}
-CREATE SCHEMA_CHANGE JOB Memory_add_vertex FOR GRAPH {graph} {{
-  ADD VERTEX MemoryEmbedding (PRIMARY_ID version_id STRING, scope_hash STRING, valid_from INT,
-    valid_to INT, recorded_at INT, superseded_at INT) WITH primary_id_as_attribute="true";
-}}
-RUN SCHEMA_CHANGE JOB Memory_add_vertex
-DROP JOB Memory_add_vertex
-"""
-
-GSQL_ADD_VECTOR = """USE GRAPH {graph}
-CREATE SCHEMA_CHANGE JOB Memory_add_vector FOR GRAPH {graph} {{
-  ALTER VERTEX MemoryEmbedding
-    ADD VECTOR ATTRIBUTE embedding(DIMENSION={dimension}, METRIC="COSINE");
-}}
-RUN SCHEMA_CHANGE JOB Memory_add_vector
-DROP JOB Memory_add_vector
-"""
-
-# Semantic links (memory_server.outbox.links) as an undirected edge between memory vertices,
-# with the link's transaction interval in epoch microseconds like the vertex's. The syntax is
-# TigerGraph's schema change job statement `ADD UNDIRECTED EDGE name (FROM v, TO v, attrs)`
-# (docs.tigergraph.com, GSQL Language Reference, "Modifying a Graph Schema": ADD VERTEX | ADD
-# DIRECTED EDGE | ADD UNDIRECTED EDGE inside CREATE SCHEMA_CHANGE JOB).
-GSQL_ADD_LINK = """USE GRAPH {graph}
-CREATE SCHEMA_CHANGE JOB Memory_add_link FOR GRAPH {graph} {{
-  ADD UNDIRECTED EDGE MemoryLink (FROM MemoryEmbedding, TO MemoryEmbedding, score FLOAT,
-    recorded_at INT, superseded_at INT);
-}}
-RUN SCHEMA_CHANGE JOB Memory_add_link
-DROP JOB Memory_add_link
-"""
-
-# The as-of belief predicate, the same as pgvector's:
-#   recorded_at <= tx_time < superseded_at  and  valid_from <= valid_time < valid_to.
-GSQL_QUERIES: dict[str, str] = {
-    Q_SEARCH: """CREATE OR REPLACE QUERY Memory_search(STRING scope, LIST<FLOAT> qv, INT k,
-    INT valid_time, INT tx_time) FOR GRAPH {graph} {{
-  MapAccum<VERTEX, FLOAT> @@d;
-  SumAccum<FLOAT> @distance;
-  c = {{MemoryEmbedding.*}};
-  c = SELECT v FROM c:v
-      WHERE v.scope_hash == scope
-        AND v.recorded_at <= tx_time AND tx_time < v.superseded_at
-        AND v.valid_from <= valid_time AND valid_time < v.valid_to;
-  r = vectorSearch({{MemoryEmbedding.embedding}}, qv, k, {{candidate_set: c, distance_map: @@d}});
-  // The same predicates again over the hits: whatever vectorSearch does with an empty
-  // candidate set (TigerGraph's docs do not say), no vertex of another scope is returned.
-  r = SELECT v FROM r:v
-      WHERE v.scope_hash == scope
-        AND v.recorded_at <= tx_time AND tx_time < v.superseded_at
-        AND v.valid_from <= valid_time AND valid_time < v.valid_to
-      POST-ACCUM v.@distance = @@d.get(v);
-  PRINT r[r.@distance AS distance];
-}}""",
-    Q_DELETE_IDS: """CREATE OR REPLACE QUERY Memory_delete_ids(SET<STRING> ids) FOR GRAPH {graph} {{
-  s = to_vertex_set(ids, "MemoryEmbedding");
-  DELETE v FROM s:v;
-  PRINT s.size() AS deleted;
-}}""",
-    Q_PURGE_SCOPE: """CREATE OR REPLACE QUERY Memory_purge_scope(STRING scope) FOR GRAPH {graph} {{
-  s = {{MemoryEmbedding.*}};
-  s = SELECT v FROM s:v WHERE v.scope_hash == scope;
-  DELETE v FROM s:v;
-  PRINT s.size() AS deleted;
-}}""",
-    Q_COUNT_SCOPE: """CREATE OR REPLACE QUERY Memory_count_scope(STRING scope) FOR GRAPH {graph} {{
-  SumAccum<INT> @@n;
-  s = {{MemoryEmbedding.*}};
-  s = SELECT v FROM s:v WHERE v.scope_hash == scope ACCUM @@n += 1;
-  PRINT @@n AS n;
-  PRINT "{schema}" AS schema;
-}}""",
-    Q_VECTORS: """CREATE OR REPLACE QUERY Memory_vectors(SET<STRING> ids) FOR GRAPH {graph} {{
-  s = to_vertex_set(ids, "MemoryEmbedding");
-  PRINT s WITH VECTOR;
-}}""",
-}
-GSQL_INSTALL = "USE GRAPH {graph}\nINSTALL QUERY {names}\n"
-
-# The version of the query texts: Memory_count_scope prints it, and install_schema compares
-# it with what the installed query prints, so a changed query text is reinstalled even where
-# a query of that name is installed already. An empty scope hash matches no vertex.
-SCHEMA_HASH = hashlib.sha256(
-    "\n".join(GSQL_QUERIES[q] for q in sorted(GSQL_QUERIES)).encode()
-).hexdigest()[:16]
-
-
-def query_text(name: str, graph: str) -> str:
-    return GSQL_QUERIES[name].format(graph=graph, schema=SCHEMA_HASH)
-
 
 # What TigerGraph's GSQL text output says when a statement failed (gsql() never raises).
 _GSQL_FAILURES = (
     'Encountered "',
     "SEMANTIC ERROR",
+    "Semantic Check Fails",
     "Syntax Error",
     "Failed to",
     "does not exist",
@@ -152,14 +83,25 @@ def _check_gsql(output: Any, what: str) -> str:
     return text
 
 
-def _vector_attribute(vertex: dict[str, Any]) -> dict[str, Any] | None:
-    """The memory vector attribute as the schema describes it (TigerGraph 4.x has used both
-    keys); None when the vertex type has none."""
+def _vector_attribute(vertex: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """A vector attribute of a vertex type as the schema describes it (TigerGraph 4.x has used
+    both keys); None when the vertex type has none of that name."""
     for key in ("EmbeddingAttributes", "VectorAttributes"):
-        for attr in vertex.get(key) or []:
-            if isinstance(attr, dict) and attr.get("Name") == MEMORY_VECTOR_ATTRIBUTE:
+        for attr in (vertex or {}).get(key) or []:
+            if isinstance(attr, dict) and attr.get("Name") == name:
                 return attr
     return None
+
+
+def _check_dimension(attr: dict[str, Any] | None, name: str, dimension: int) -> None:
+    if attr is None or attr.get("Dimension") is None:
+        return
+    stored = int(attr["Dimension"])
+    if stored != dimension:
+        raise TigerGraphIndexError(
+            f"{MEMORY_VERTEX}.{name} holds {stored}-dimensional vectors, the embedder makes "
+            f"{dimension}; re-embed"
+        )
 
 
 async def _installed_schema(client: Client) -> str | None:
@@ -171,12 +113,64 @@ async def _installed_schema(client: Client) -> str | None:
     return None
 
 
+async def _gsql(client: Client, what: str, text: str, timeout_s: float | None = None) -> str:
+    conn = client.conn
+    return _check_gsql(await client.call(what, lambda: conn.gsql(text), timeout_s), what)
+
+
+async def _drop_left_over_jobs(client: Client, graph: str) -> None:
+    """Drops a job of ours that a run stopped between CREATE and DROP JOB left in the catalog
+    (the `Jobs:` section of `ls`), so that CREATE can make it again. The listing is the user's
+    whole catalog: only searched, never checked for failure words."""
+    conn = client.conn
+    listing = str(await client.call("ls", lambda: conn.gsql(GSQL_LS.format(graph=graph))))
+    for job in MEMORY_JOBS:
+        if re.search(rf"SCHEMA_CHANGE JOB {job}\b", listing):
+            log.info("dropping the schema change job %s a previous install left behind", job)
+            await _gsql(client, "drop job", GSQL_DROP_JOB.format(graph=graph, job=job))
+
+
+async def _schema_change(client: Client, graph: str, job: str, body: str) -> None:
+    await _gsql(client, f"schema change {job}", GSQL_JOB.format(graph=graph, job=job, body=body))
+
+
+async def _install_queries(client: Client, graph: str, install_timeout_s: float | None) -> bool:
+    """Creates and installs the Memory_* queries that are missing or of another version."""
+    conn = client.conn
+    endpoints = await client.call("endpoints", lambda: conn.getEndpoints(dynamic=True))
+    prefix = f"/query/{graph}/"
+    installed = {
+        ep.split(prefix, 1)[1] for ep in (endpoints or {}) if isinstance(ep, str) and prefix in ep
+    }
+    missing = [q for q in MEMORY_QUERIES if q not in installed]
+    # The installed ones must be of this version too: only then is installing the missing
+    # ones enough (a graph of an earlier release lacks only the queries added since).
+    version_seen = await _installed_schema(client) if Q_COUNT_SCOPE in installed else None
+    if version_seen != SCHEMA_HASH:
+        if installed & set(MEMORY_QUERIES):
+            log.info(
+                "installed Memory_* queries are version %s, this server's are %s: "
+                "reinstalling them",
+                version_seen,
+                SCHEMA_HASH,
+            )
+        missing = list(MEMORY_QUERIES)
+    if not missing:
+        return False
+    create = f"USE GRAPH {graph}\n" + "\n".join(query_text(q, graph) for q in missing)
+    await _gsql(client, "create queries", create)
+    install = GSQL_INSTALL.format(graph=graph, names=", ".join(missing))
+    await _gsql(client, "install queries", install, install_timeout_s)
+    return True
+
+
 async def install_schema(
     conn_args: ConnArgs, dimension: int, install_timeout_s: float | None = None
 ) -> bool:
-    """Creates the memory vertex type, its vector attribute, the link edge type and the
-    Memory_* queries where
-    missing or changed. Idempotent; returns whether anything changed. Refuses TigerGraph < 4.2.
+    """Creates the memory types, the vector attribute and the Memory_* queries where missing
+    or changed, and migrates a graph of an earlier release. Idempotent; returns whether
+    anything changed. Refuses TigerGraph < 4.2, and a stored vector dimension other than
+    `dimension` (a clear error: re-embed), before changing anything.
 
     INSTALL QUERY compiles the queries on the server; TigerGraph publishes no bound on how
     long that takes, so that one statement gets install_timeout_s (default: the connection's
@@ -185,74 +179,56 @@ async def install_schema(
         raise ValueError(f"vector dimension must be 1..4096, not {dimension!r}")
     graph = check_graph(conn_args.graph)
     client = Client(conn_args)
-    changed = False
     try:
         conn = client.conn
         ver_text = str(await client.call("version", lambda: conn.getVer()))
-        version = _parse_version(ver_text)
-        if version[:2] < MIN_VERSION:
+        if _parse_version(ver_text)[:2] < MIN_VERSION:
             raise TigerGraphIndexError(
                 f"TigerGraph {ver_text} has no vector attributes; the memory vector index needs "
                 f"TigerGraph >= {MIN_VERSION[0]}.{MIN_VERSION[1]}"
             )
         schema = await client.call("schema", lambda: conn.getSchema(udts=False, force=True))
-        vertex = next(
-            (
-                v
-                for v in (schema or {}).get("VertexTypes", [])
-                if isinstance(v, dict) and v.get("Name") == MEMORY_VERTEX
-            ),
-            None,
-        )
-        if vertex is None:
-            text = GSQL_ADD_VERTEX.format(graph=graph)
-            _check_gsql(await client.call("schema change", lambda: conn.gsql(text)), "add vertex")
-            changed = True
-        vector = None if vertex is None else _vector_attribute(vertex)
-        if vector is None:
-            text = GSQL_ADD_VECTOR.format(graph=graph, dimension=dimension)
-            _check_gsql(await client.call("schema change", lambda: conn.gsql(text)), "add vector")
-            changed = True
-        elif vector.get("Dimension") is not None:
-            stored = int(vector["Dimension"])
-            if stored != dimension:
-                raise TigerGraphIndexError(
-                    f"{MEMORY_VERTEX}.{MEMORY_VECTOR_ATTRIBUTE} holds {stored}-dimensional "
-                    f"vectors, the embedder makes {dimension}; re-embed"
-                )
-        if not any(
-            isinstance(e, dict) and e.get("Name") == MEMORY_LINK_EDGE
-            for e in (schema or {}).get("EdgeTypes", [])
-        ):
-            text = GSQL_ADD_LINK.format(graph=graph)
-            _check_gsql(await client.call("schema change", lambda: conn.gsql(text)), "add link")
-            changed = True
-        endpoints = await client.call("endpoints", lambda: conn.getEndpoints(dynamic=True))
-        prefix = f"/query/{graph}/"
-        installed = {
-            ep.split(prefix, 1)[1]
-            for ep in (endpoints or {})
-            if isinstance(ep, str) and prefix in ep
+        schema = schema or {}
+        vertices = {
+            v.get("Name"): v for v in schema.get("VertexTypes", []) or [] if isinstance(v, dict)
         }
-        missing = [q for q in MEMORY_QUERIES if q not in installed]
-        if not missing:
-            version_seen = await _installed_schema(client)
-            if version_seen != SCHEMA_HASH:
-                log.info(
-                    "installed Memory_* queries are version %s, this server's are %s: "
-                    "reinstalling them",
-                    version_seen,
-                    SCHEMA_HASH,
-                )
-                missing = list(MEMORY_QUERIES)
-        if missing:
-            create = f"USE GRAPH {graph}\n" + "\n".join(query_text(q, graph) for q in missing)
-            _check_gsql(await client.call("create queries", lambda: conn.gsql(create)), "create")
-            install = GSQL_INSTALL.format(graph=graph, names=", ".join(missing))
-            installed_out = await client.call(
-                "install queries", lambda: conn.gsql(install), install_timeout_s
+        edges = {e.get("Name") for e in schema.get("EdgeTypes", []) or [] if isinstance(e, dict)}
+        memory = vertices.get(MEMORY_VERTEX)
+        vector = _vector_attribute(memory, MEMORY_VECTOR_ATTRIBUTE)
+        legacy = _vector_attribute(memory, LEGACY_VECTOR_ATTRIBUTE)
+        _check_dimension(vector, MEMORY_VECTOR_ATTRIBUTE, dimension)
+        _check_dimension(legacy, LEGACY_VECTOR_ATTRIBUTE, dimension)
+
+        types = "".join(
+            statement
+            for statement, present in (
+                (ADD_MEMORY_VERTEX, memory is not None),
+                (ADD_SCOPE_VERTEX, MEMORY_SCOPE_VERTEX in vertices),
+                (ADD_SCOPE_EDGE, MEMORY_SCOPE_EDGE in edges),
+                (ADD_LINK_EDGE, MEMORY_LINK_EDGE in edges),
             )
-            _check_gsql(installed_out, "install")
+            if not present
+        )
+        changes = [(JOB_ADD_TYPES, types)] if types else []
+        if vector is None:
+            changes.append((JOB_ADD_VECTOR, ADD_VECTOR.format(dimension=dimension)))
+        if changes or legacy is not None:
+            await _drop_left_over_jobs(client, graph)
+        for job, body in changes:
+            await _schema_change(client, graph, job, body)
+        changed = await _install_queries(client, graph, install_timeout_s) or bool(changes)
+        if legacy is not None:
+            copied = await copy_legacy_vectors(client)
+            log.info(
+                "copied %d vectors from %s.%s to %s; dropping the old attribute",
+                copied,
+                MEMORY_VERTEX,
+                LEGACY_VECTOR_ATTRIBUTE,
+                MEMORY_VECTOR_ATTRIBUTE,
+            )
+            await _schema_change(client, graph, JOB_DROP_LEGACY_VECTOR, DROP_LEGACY_VECTOR)
+            # A schema change uninstalls the queries that name what it dropped.
+            await _install_queries(client, graph, install_timeout_s)
             changed = True
         return changed
     finally:

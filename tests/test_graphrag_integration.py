@@ -22,6 +22,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from pydantic import BaseModel
 
+from memory_client.graphrag.followup import standalone_question
 from memory_client.graphrag.integration import (
     GraphRAGIntegration,
     answer_context,
@@ -30,6 +31,7 @@ from memory_client.graphrag.integration import (
 from memory_client.graphrag.prompts import MEMORY_NOTE, SUMMARY_QUERY
 
 from conftest import RunningServer, ServerFactory, new_id
+from fake_openai import FakeLLM
 
 _basic = HTTPBasic()
 GRAPHS = ["Finance", "Retail"]
@@ -121,6 +123,9 @@ async def test_a_turn_the_way_graphrags_chat_handler_makes_it(
     first = _question(conversation_id, "Which accounts share device D-77 with account 4471?")
     turn = await memory.begin(auth, "Finance", first, [])
     assert turn.turn is not None and turn.history == []
+    # Nothing remembered yet: the answer prompt gets GraphRAG's context as it was, not an
+    # empty memory heading.
+    assert await anyio.to_thread.run_sync(answer_context, {"result": 1}) == {"result": 1}
     reply = _reply(first, "Accounts 5120 and 9983 share device D-77 with it.")
     await memory.complete(turn, reply)
 
@@ -271,3 +276,45 @@ def test_usr_auth_is_graphrags_base64_pair() -> None:
     for bad in ("not base64!", base64.b64encode(b"no-colon").decode(), ""):
         with pytest.raises(ValueError):
             username_from_basic_auth(bad)
+
+
+async def test_a_follow_up_question_made_standalone_by_the_llm(
+    memory: RunningServer, fake_llm: FakeLLM
+) -> None:
+    """The rewrite goes to an OpenAI-compatible endpoint as GraphRAG's LLM would send it; the
+    prompt holds the earlier turn, and failures or rambling replies keep the question."""
+    integration = GraphRAGIntegration()
+    integration.configure(address=memory.address)
+    await integration.start()
+
+    def complete(prompt: str) -> str:
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": prompt}]}
+        reply = httpx.post(f"{fake_llm.base_url}/chat/completions", json=body, timeout=10)
+        reply.raise_for_status()
+        return str(reply.json()["choices"][0]["message"]["content"])
+
+    try:
+        user, conversation_id = new_id("alice"), new_id()
+        first = _question(conversation_id, "Which accounts share device D-77 with 4471?")
+        turn = await integration.begin(_basic_token(user), "Finance", first, [])
+        # No history yet: no call.
+        assert await standalone_question(turn, str(first.content), complete) == first.content
+        assert fake_llm.requests == []
+        await integration.complete(turn, _reply(first, "Accounts 5120 and 9983."))
+
+        second = _question(conversation_id, "Which of them was flagged?")
+        turn = await integration.begin(_basic_token(user), "Finance", second, [])
+        fake_llm.reply = "Which of accounts 5120 and 9983 was flagged?"
+        rewritten = await standalone_question(turn, str(second.content), complete)
+        assert rewritten == "Which of accounts 5120 and 9983 was flagged?"
+        [request] = fake_llm.requests
+        prompt = request["body"]["messages"][0]["content"]
+        assert "Accounts 5120 and 9983." in prompt and "Which of them was flagged?" in prompt
+
+        fake_llm.reply = "Sure! Here is the rewrite:\nWhich of 5120 and 9983 was flagged?"
+        assert await standalone_question(turn, str(second.content), complete) == second.content
+        fake_llm.mode = "status500"
+        assert await standalone_question(turn, str(second.content), complete) == second.content
+        await integration.complete(turn, _reply(second, "9983."))
+    finally:
+        await integration.close()

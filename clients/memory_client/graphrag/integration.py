@@ -73,10 +73,16 @@ class AgentTurn:
 
     def answer_context(self, graph_context: Any) -> Any:
         """The answer prompt's context with this turn's memory after the graph evidence; the
-        context unchanged when there is no memory."""
-        if self.turn is None:
+        context unchanged when there is no memory, or when memory holds nothing yet (a first
+        turn with no facts: the block would be its header alone)."""
+        if self.turn is None or not _remembers_anything(self.turn):
             return graph_context
         return generation_context(graph_context, self.turn.context_block)
+
+
+def _remembers_anything(turn: Turn) -> bool:
+    context = turn.context
+    return bool(context.summary or context.recent_messages or context.long_term.facts)
 
 
 _CURRENT: ContextVar[AgentTurn | None] = ContextVar("graphrag_memory_turn", default=None)
@@ -161,15 +167,21 @@ class GraphRAGIntegration:
         """Wires memory into GraphRAG's FastAPI `app`: configures the client (see `configure`),
         opens it in the app's lifespan and closes it after, and, when memory is configured,
         adds the UI history routes under `prefix + "/ui"` ahead of GraphRAG's own
-        chat-history proxies. `current_user` is GraphRAG's `ui_basic_auth`, unchanged."""
+        chat-history proxies. `current_user` is GraphRAG's `ui_basic_auth`, unchanged. Who may
+        export every user's feedback is `is_admin`, by default chat-history's rule from
+        server_config (`memory_client.graphrag.admin`)."""
         self.configure(server_config, address=address, **client_options)
         app.router.lifespan_context = self._lifespan(app.router.lifespan_context)
         if not self.enabled:
             log.info("memory_service_address not set: GraphRAG runs without memory")
             return
         # FastAPI is GraphRAG's; imported here so the rest of this module needs none.
+        from memory_client.graphrag.admin import show_user_admin
         from memory_client.graphrag.router import memory_ui_router
         from memory_client.graphrag.stock_routes import stock_ui_router
+
+        if is_admin is None and server_config is not None:
+            is_admin = show_user_admin(server_config, current_user)
 
         before = len(app.router.routes)
         adapter = _LazyMemory(self)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_client.graphrag._edits import EDITS
-from memory_client.graphrag.apply import apply_integration, integration_status, main
+from memory_client.graphrag.integration.apply import apply_integration, integration_status, main
+from memory_client.graphrag.integration.edits import EDITS
 
 
 def _tree(root: Path, skip: int | None = None) -> dict[Path, str]:
@@ -59,7 +59,7 @@ def test_a_checkout_the_edits_do_not_fit_is_left_alone(
 
 def test_the_command_line(tmp_path: Path) -> None:
     _tree(tmp_path)
-    run = [sys.executable, "-m", "memory_client.graphrag.apply"]
+    run = [sys.executable, "-m", "memory_client.graphrag.integration.apply"]
 
     def out(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*run, *args], capture_output=True, text=True, timeout=60)

@@ -22,12 +22,12 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from pydantic import BaseModel
 
-from memory_client.graphrag.followup import standalone_question
 from memory_client.graphrag.integration import (
     GraphRAGIntegration,
     answer_context,
     username_from_basic_auth,
 )
+from memory_client.graphrag.integration.followup import standalone_question
 from memory_client.graphrag.prompts import MEMORY_NOTE, SUMMARY_QUERY
 
 from conftest import RunningServer, ServerFactory, new_id

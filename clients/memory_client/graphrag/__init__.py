@@ -20,8 +20,8 @@
   all-users feedback export (`memory_client.graphrag.roles`).
 * `python -m memory_client.graphrag.migrate`: imports chat-history's SQLite file.
 * `memory_client.graphrag.integration`: what GraphRAG's own code calls once
-  `graphrag-memory-integrate` (`memory_client.graphrag.apply`) has made its edits: the client's
-  lifespan and the UI routes (`memory.install`), the turn around the agent (`memory.begin`,
+  `graphrag-memory-integrate` (`memory_client.graphrag.integration.apply`) has made its edits: the
+  client's lifespan and the UI routes (`memory.install`), the turn around the agent (`memory.begin`,
   `memory.complete`), memory in the answer prompt (`answer_context`), and the agent's connection
   without the memory index (`hide_memory`).
 """

@@ -9,7 +9,8 @@ Cost: one completion call per turn that has history (none on a conversation's fi
 when memory is off or failed); its prompt is `STANDALONE_PROMPT` (104 tokens in cl100k_base)
 plus the history `run_agent` gets (the summary and at most 3 exact turns, inside the service's
 `stm_context_tokens`), and its answer one question. It is not among the default edits
-(`memory_client.graphrag._edits`): the integration guide shows the one line that turns it on.
+(`memory_client.graphrag.integration.edits`): the integration guide shows the one line that
+turns it on.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from memory_client.graphrag.integration import AgentTurn
+from memory_client.graphrag.integration._turns import AgentTurn
 
 __all__ = ["STANDALONE_PROMPT", "standalone_question"]
 

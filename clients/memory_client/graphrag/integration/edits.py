@@ -1,10 +1,10 @@
 """The edits that put memory into GraphRAG's own code (tigergraph/graphrag cc4eed1).
 
-Each edit replaces one exact piece of GraphRAG's text, found exactly `count` times, with the
-same text plus our calls (`memory_client.graphrag.integration` says what each call does). The
-pieces are GraphRAG's lines as they are at cc4eed1 (Apache-2.0); `memory_client.graphrag.apply`
-refuses to change a file where a piece is missing or ambiguous, so a GraphRAG release that moved
-the code is reported, never patched blindly.
+Each edit replaces one exact piece of GraphRAG's text, found exactly `count` times, with the same
+text plus our calls (`memory_client.graphrag.integration` says what each call does). The pieces are
+GraphRAG's lines as they are at cc4eed1 (Apache-2.0); `memory_client.graphrag.integration.apply`
+refuses to change a file where a piece is missing or ambiguous, so a GraphRAG release that moved the
+code is reported, never patched blindly.
 """
 
 from __future__ import annotations

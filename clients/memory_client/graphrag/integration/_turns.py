@@ -1,7 +1,7 @@
 """What GraphRAG's own code calls once the integration is applied (tigergraph/graphrag cc4eed1).
 
-`graphrag-memory-integrate <checkout>` (`memory_client.graphrag.apply`) makes these edits, each a
-line or two; nothing else of GraphRAG changes:
+`graphrag-memory-integrate <checkout>` (`memory_client.graphrag.integration.apply`) makes
+these edits, each a line or two; nothing else of GraphRAG changes:
 
 * `graphrag/app/main.py`: `memory.install(app, server_config, current_user=…)` before
   GraphRAG's UI router is included: the client opens with the app and closes with it (the
@@ -169,14 +169,14 @@ class GraphRAGIntegration:
         adds the UI history routes under `prefix + "/ui"` ahead of GraphRAG's own
         chat-history proxies. `current_user` is GraphRAG's `ui_basic_auth`, unchanged. Who may
         export every user's feedback is `is_admin`, by default chat-history's rule from
-        server_config (`memory_client.graphrag.admin`)."""
+        server_config (`memory_client.graphrag.integration.admin`)."""
         self.configure(server_config, address=address, **client_options)
         app.router.lifespan_context = self._lifespan(app.router.lifespan_context)
         if not self.enabled:
             log.info("memory_service_address not set: GraphRAG runs without memory")
             return
         # FastAPI is GraphRAG's; imported here so the rest of this module needs none.
-        from memory_client.graphrag.admin import show_user_admin
+        from memory_client.graphrag.integration.admin import show_user_admin
         from memory_client.graphrag.router import memory_ui_router
         from memory_client.graphrag.stock_routes import stock_ui_router
 

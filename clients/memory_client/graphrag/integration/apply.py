@@ -5,9 +5,9 @@
     graphrag-memory-integrate --check /path/to/graphrag    exit 0 if applied, 1 if not
     graphrag-memory-integrate --revert /path/to/graphrag   take it out again
 
-The edits (`memory_client.graphrag._edits`) are made to tigergraph/graphrag at cc4eed1: 15 lines
-in 4 files. Nothing is written unless every edit of every file finds its place: a checkout where
-one is missing or found more than expected (another GraphRAG release) is refused with the file
+The edits (`memory_client.graphrag.integration.edits`) are made to tigergraph/graphrag at cc4eed1:
+15 lines in 4 files. Nothing is written unless every edit of every file finds its place: a checkout
+where one is missing or found more than expected (another GraphRAG release) is refused with the file
 and the edit named, exit status 2.
 """
 
@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from memory_client.graphrag._edits import EDITS, GRAPHRAG_COMMIT, Edit
+from memory_client.graphrag.integration.edits import EDITS, GRAPHRAG_COMMIT, Edit
 
 __all__ = ["IntegrationError", "apply_integration", "integration_status", "main"]
 

@@ -17,7 +17,7 @@ from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from memory_client.graphrag.integration import GraphRAGIntegration
 
 from conftest import RunningServer, new_id
-from tg_server import TGServer, TGState, _Handler
+from tg_server import TGServer, TGState, _Handler, serve_tigergraph
 
 _basic = HTTPBasic()
 GRAPH = "Finance"
@@ -42,12 +42,8 @@ class _ShowUserHandler(_Handler):
 @pytest.fixture
 def tigergraph() -> Iterator[TGServer]:
     state = TGState(users={user: "pw" for user in ROLES} | {"sam": "pw"})
-    server = TGServer(state, _ShowUserHandler)
-    server.start()
-    try:
+    with serve_tigergraph(state, _ShowUserHandler) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _headers(user: str, password: str = "pw") -> dict[str, str]:

@@ -19,8 +19,8 @@ A `current_user` that returns a bare username gives no graph list: these routes 
 (use the graph-scoped ones of `memory_client.graphrag.router`).
 """
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException
 
@@ -29,6 +29,8 @@ from memory_client.graphrag.adapter import GraphRAGMemory
 from memory_client.graphrag.router import Caller, FeedbackBody, caller_from_auth, http_status_for
 
 __all__ = ["stock_ui_router"]
+
+_T = TypeVar("_T")
 
 
 def _graphs(caller: Caller) -> list[str]:
@@ -63,55 +65,52 @@ def stock_ui_router(
         out.sort(key=lambda c: c.get("update_ts") or "", reverse=True)
         return out
 
-    @router.get("/conversation/{conversation_id}")
-    async def get_conversation(conversation_id: str, auth: Auth) -> list[dict[str, Any]]:
-        caller = caller_from_auth(auth)
+    async def first_graph(
+        caller: Caller, call: Callable[[str], Awaitable[_T]]
+    ) -> tuple[str, _T] | None:
+        """`call(graphname)` on the caller's graphs in name order until one has the thing
+        (NOT_FOUND means: not on this graph); None when none has it."""
         try:
             for graphname in _graphs(caller):
                 try:
-                    return await memory.conversation_messages(
-                        caller.username, graphname, conversation_id
-                    )
+                    return graphname, await call(graphname)
                 except NotFoundError:
                     continue
         except MemoryClientError as exc:
             raise _failed(exc) from exc
-        return []
+        return None
+
+    @router.get("/conversation/{conversation_id}")
+    async def get_conversation(conversation_id: str, auth: Auth) -> list[dict[str, Any]]:
+        caller = caller_from_auth(auth)
+        found = await first_graph(
+            caller,
+            lambda graph: memory.conversation_messages(caller.username, graph, conversation_id),
+        )
+        return [] if found is None else found[1]
 
     @router.post("/feedback")
     async def submit_feedback(body: FeedbackBody, auth: Auth) -> dict[str, Any]:
         caller = caller_from_auth(auth)
-        try:
-            for graphname in _graphs(caller):
-                try:
-                    message = await memory.submit_feedback(
-                        caller.username,
-                        graphname,
-                        body.message_id,
-                        body.feedback or 0,
-                        body.comment or "",
-                    )
-                except NotFoundError:
-                    continue
-                return {"message": "feedback saved", "message_id": message["message_id"]}
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
-        raise HTTPException(status_code=404, detail=f"no message {body.message_id}")
+        found = await first_graph(
+            caller,
+            lambda graph: memory.submit_feedback(
+                caller.username, graph, body.message_id, body.feedback or 0, body.comment or ""
+            ),
+        )
+        if found is None:
+            raise HTTPException(status_code=404, detail=f"no message {body.message_id}")
+        return {"message": "feedback saved", "message_id": found[1]["message_id"]}
 
     @router.delete("/conversation/{conversation_id}")
     async def delete_conversation(conversation_id: str, auth: Auth) -> dict[str, Any]:
         caller = caller_from_auth(auth)
-        try:
-            for graphname in _graphs(caller):
-                try:
-                    deleted = await memory.delete_conversation(
-                        caller.username, graphname, conversation_id
-                    )
-                except NotFoundError:
-                    continue
-                return {"message": "Conversation deleted successfully", "deleted_messages": deleted}
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
-        raise HTTPException(status_code=404, detail=f"no conversation {conversation_id}")
+        found = await first_graph(
+            caller,
+            lambda graph: memory.delete_conversation(caller.username, graph, conversation_id),
+        )
+        if found is None:
+            raise HTTPException(status_code=404, detail=f"no conversation {conversation_id}")
+        return {"message": "Conversation deleted successfully", "deleted_messages": found[1]}
 
     return router

@@ -333,6 +333,14 @@ async def test_nothing_listening_exits_5_without_traceback(sc: list[str]) -> Non
     assert result.err.count("\n") == 1
 
 
+async def test_health_exits_as_its_help_says(sc: list[str]) -> None:
+    target = f"127.0.0.1:{free_port()}"
+    down = await memoryctl(target, "--timeout", "1", "health")
+    assert down.code == ExitCode.UNAVAILABLE == 5
+    helped = await memoryctl(target, "--help")
+    assert "1 if it answers NOT_SERVING, 5 if unreachable" in " ".join(helped.out.split())
+
+
 async def test_target_after_the_subcommand_overrides_the_one_before(
     memory: RunningServer, ctl: Ctl, sc: list[str]
 ) -> None:

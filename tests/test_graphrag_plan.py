@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,14 +36,19 @@ FRENCH = "Wants the assistant to always answer in French"
 
 
 async def _run_plan(*args: str) -> dict[str, Any]:
+    # Outside the checkout (PostgreSQL may run as another user), and removed after: each run's
+    # data directory holds a whole cluster (~47 MB).
     data_dir = tempfile.mkdtemp(prefix="graphrag-memory-plan-", dir="/tmp")
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, str(PLAN), data_dir, *args],
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
+    try:
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(PLAN), data_dir, *args],
+            capture_output=True,
+            text=True,
+            timeout=110,
+        )
+    finally:
+        await asyncio.to_thread(shutil.rmtree, data_dir, True)
     assert result.returncode == 0, result.stderr
     report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return report

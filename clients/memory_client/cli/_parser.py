@@ -162,7 +162,12 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
 
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = add(sub, "health", conversations.health, "is the service SERVING? (exit 0 if so, else 1)")
+    p = add(
+        sub,
+        "health",
+        conversations.health,
+        "is the service SERVING? (exit 0 if so, 1 if it answers NOT_SERVING, 5 if unreachable)",
+    )
     p.add_argument("--service", default=SERVICE_NAME, help='"" asks about the whole server')
 
     p = add(sub, "start-turn", conversations.start_turn, "store the user's message (StartTurn)")

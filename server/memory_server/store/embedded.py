@@ -163,12 +163,11 @@ async def _wait_while_starting(pgdata: Path) -> None:
     """While a postmaster of pgdata is starting (crash recovery), wait and say so every few
     seconds. Cancellable at every step."""
     began = time.monotonic()
-    waited = False
+    reported = False
     next_report = began + _RECOVERY_REPORT_S
     # 'standby': still in recovery (archive recovery reports it once consistent); the
     # embedded server is never a replica, so it ends in 'ready'.
     while (status := postmaster_status(pgdata)) in ("starting", "standby"):
-        waited = True
         now = time.monotonic()
         if now - began > _RECOVERY_WAIT_S:
             raise EmbeddedPostgresError(
@@ -181,9 +180,12 @@ async def _wait_while_starting(pgdata: Path) -> None:
                 now - began,
                 pgdata / "log",
             )
+            reported = True
             next_report = now + _RECOVERY_REPORT_S
         await asyncio.sleep(0.1)
-    if waited:
+    # Every start passes through 'starting' for a moment, a clean one too: only a wait long
+    # enough to have been reported as a recovery is reported as over.
+    if reported:
         logger.info(
             "embedded PostgreSQL %s after %.1fs of recovery",
             "is ready" if status == "ready" else f"is {status or 'gone'}",

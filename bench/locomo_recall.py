@@ -169,12 +169,15 @@ def version_of(fact: pb.Fact) -> FactVersion:
 
 
 class Progress:
-    """One stderr line updated in place."""
+    """One stderr line updated in place on a terminal; elsewhere (a log file, CI) a plain line
+    at most every 10 s and at the end, never carriage-return frames."""
 
     def __init__(self, label: str, total: int) -> None:
         self.label, self.total, self.done = label, total, 0
         self.started = time.monotonic()
         self._shown = 0.0
+        self._in_place = sys.stderr.isatty()
+        self._every_s = 0.2 if self._in_place else 10.0
         self._draw(force=True)
 
     def step(self, n: int = 1) -> None:
@@ -183,18 +186,19 @@ class Progress:
 
     def _draw(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self._shown < 0.2:
+        if not force and now - self._shown < self._every_s:
             return
         self._shown = now
         width = 30
         filled = int(width * self.done / self.total) if self.total else width
         elapsed = now - self.started
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        line = f"\r{self.label:<12}[{'#' * filled}{'.' * (width - filled)}] "
+        line = f"{self.label:<12}[{'#' * filled}{'.' * (width - filled)}] "
         line += f"{self.done}/{self.total} {elapsed:5.1f}s {rate:6.1f}/s"
-        sys.stderr.write(line)
-        if self.done >= self.total:
-            sys.stderr.write("\n")
+        if self._in_place:
+            sys.stderr.write("\r" + line + ("\n" if self.done >= self.total else ""))
+        else:
+            sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
 

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,12 +151,18 @@ def start_build(src: Path) -> VenvBuild:
 
 
 def install_client(build: VenvBuild) -> str:
-    """Installs `clients[graphrag]` into GraphRAG's environment; returns the command."""
-    with build.log.open("ab") as log:
-        subprocess.run(
-            [str(build.python), "-m", "pip", "install", f"{CLIENTS}[graphrag]"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            check=True,
+    """Installs `clients[graphrag]` into GraphRAG's environment; returns the command. Built
+    from a copy of clients/, so the build leaves nothing (build/, *.egg-info) in the tree."""
+    with tempfile.TemporaryDirectory(prefix="graphrag-memory-client-") as tmp:
+        source = Path(tmp) / "clients"
+        shutil.copytree(
+            CLIENTS, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
         )
-    return f"pip install {CLIENTS}[graphrag]"
+        with build.log.open("ab") as log:
+            subprocess.run(
+                [str(build.python), "-m", "pip", "install", f"{source}[graphrag]"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=True,
+            )
+    return f"pip install {CLIENTS}[graphrag] (built from a copy)"

@@ -77,8 +77,8 @@ ACCEPTABLE = {
 CALL_TIMEOUT_S = 30.0
 
 # Each table the RPCs write, as (key, xmin) pairs: a committed insert, update or delete of any
-# row changes it; a rolled-back one does not. `facts` is compared by its content columns: recall
-# bumps last_seen_at and recall_count on reads, by design.
+# row changes it; a rolled-back one does not. `facts` is compared by its content columns: a
+# StartTurn's recall bumps last_seen_at and recall_count (GetContext's does not), by design.
 _DIGEST = """
 SELECT md5(concat_ws('|',
     (SELECT string_agg(id || ':' || xmin, ',' ORDER BY id) FROM scopes),

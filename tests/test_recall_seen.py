@@ -75,6 +75,38 @@ async def test_recalled_facts_are_counted_after_the_turn(
     await assert_eventually(counted, what="both recalls counted")
 
 
+async def test_get_context_recalls_without_counting(
+    memory: RunningServer, scope: dict[str, str], database_url: str
+):
+    """GetContext stores nothing, so its recall does not extend a fact's retention: only the
+    StartTurn after it is counted (the flush that writes that count would carry theirs too)."""
+    fact_id = await _add(memory, scope, "Always answer in Portuguese")
+    outbox = memory.server.outbox
+    assert outbox is not None
+    outbox.notify()
+
+    async def indexed() -> bool:
+        return (await outbox.status())[0] == 0
+
+    await assert_eventually(indexed, what="the vector index caught up")
+    question = "Which language should you answer in?"
+    for _ in range(2):
+        peek = await memory.stub.GetContext(
+            pb.GetContextRequest(**scope, conversation_id=new_id(), question=question)
+        )
+        assert [f.fact_id for f in peek.context.long_term.facts] == [fact_id]
+    started = await memory.stub.StartTurn(
+        pb.StartTurnRequest(**scope, conversation_id=new_id(), content=question)
+    )
+    assert [f.fact_id for f in started.context.long_term.facts] == [fact_id]
+
+    async def counted() -> bool:
+        return (await _counts(database_url, [fact_id]))[fact_id][0] > 0
+
+    await assert_eventually(counted, what="the turn's recall counted")
+    assert (await _counts(database_url, [fact_id]))[fact_id][0] == 1
+
+
 async def test_counts_from_several_servers_add_and_last_seen_only_moves_forward(
     memory: RunningServer, scope: dict[str, str], database_url: str, pool: asyncpg.Pool
 ):

@@ -259,9 +259,9 @@ class LongTermMemory:
         hits = await self._index.search(scope.scope_hash, vector, _CANDIDATES_PER_SIGNAL, as_of)
         return {h.version_id: h.cosine for h in hits}, vector_question
 
-    async def recall(self, scope: Scope, question: str) -> LongTermSection:
-        """The LTM section of a turn. Callers skip it for scopes without live facts, so those
-        never load the embedder or the index. Failures degrade to an empty section."""
+    async def recall(self, scope: Scope, question: str, *, seen: bool = True) -> LongTermSection:
+        """The LTM section of a turn (`seen`: the facts count as used, for retention). Callers
+        skip it for scopes without live facts. Failures degrade to an empty section."""
         if not question.strip():
             return LongTermSection()
         top_k = self._settings.top_k
@@ -287,7 +287,7 @@ class LongTermMemory:
         facts += [
             recalled(s.version, s.score) for s in relevant if s.version.version_id not in shown
         ]
-        if self._seen is not None:
+        if seen and self._seen is not None:
             self._seen.record(f.fact_id for f in facts)
         return LongTermSection(facts)
 

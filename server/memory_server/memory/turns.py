@@ -309,10 +309,9 @@ class ConversationMemory:
         candidates = await self._store.context_candidates(
             scope, conversation_id, None, self._budget.budget_tokens, timeout_s
         )
-        # Not stored, but embedded for recall (maybe by a remote embedder): redacted like a
-        # message, so a secret in the question never leaves for the embedder.
+        # Stored nowhere and counted as no recall, but embedded (maybe remotely): redacted.
         question = await self.redact(question, "in a context question")
-        context = await self._assemble(scope, candidates, question)
+        context = await self._assemble(scope, candidates, question, seen=False)
         return context, candidates.conversation_exists
 
     def _note_facts(self, scope: Scope, has_facts: bool) -> None:
@@ -327,12 +326,13 @@ class ConversationMemory:
         candidates: ContextCandidates,
         question: str,
         recall: asyncio.Future[LongTermSection] | None = None,
+        seen: bool = True,
     ) -> MemoryContext:
         long_term = LongTermSection()
         # A scope without live facts skips recall entirely: no embedding, no index, no model.
         if self._ltm is not None and candidates.has_facts:
             try:
-                long_term = await (recall or self._ltm.recall(scope, question))
+                long_term = await (recall or self._ltm.recall(scope, question, seen=seen))
             except BaseException:
                 await _cancelled(recall)
                 raise

@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from memory_client.v1 import memory_pb2, memory_pb2_grpc
 from memory_server.actors import ActorRegistry
+from memory_server.api.draining import InFlight, stop_draining
 from memory_server.api.interceptors import EdgeInterceptor
 from memory_server.api.servicer import MemoryServicer
 from memory_server.embedding.backend import AsyncEmbeddingBackend, EmbeddingBackend
@@ -67,6 +68,7 @@ class MemoryServer:
         self._stack = AsyncExitStack()
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
+        self._in_flight = InFlight()  # the edge's unary calls, drained at shutdown
         self.port = 0
         self.metrics = Metrics()
         self.metrics_port = 0
@@ -98,12 +100,12 @@ class MemoryServer:
         servicer_memory: ConversationMemory | None = None
         if settings.enabled:
             servicer_memory = await self._start_memory(settings)
+        edge = EdgeInterceptor(
+            metrics=self.metrics, auth_token=settings.auth_token, tracing=settings.tracing
+        )
+        self._in_flight = edge.in_flight
         server = grpc.aio.server(
-            interceptors=[
-                EdgeInterceptor(
-                    metrics=self.metrics, auth_token=settings.auth_token, tracing=settings.tracing
-                )
-            ],
+            interceptors=[edge],
             options=[
                 ("grpc.max_receive_message_length", settings.max_request_bytes),
                 ("grpc.max_send_message_length", settings.max_request_bytes),
@@ -337,7 +339,7 @@ class MemoryServer:
         self._serving = False
         if server is not None:
             await self._health.enter_graceful_shutdown()
-            await server.stop(self.settings.shutdown_grace_seconds)
+            await stop_draining(server, self._in_flight, self.settings.shutdown_grace_seconds)
         await self._stack.aclose()
 
     async def __aenter__(self) -> MemoryServer:

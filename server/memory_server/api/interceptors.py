@@ -12,6 +12,9 @@
    with its traceback and request id, answered INTERNAL "internal error (request id ...)".
 5. **Metrics** and, with `tracing`, an OpenTelemetry server span (the caller's `traceparent` is
    honoured): method, status and latency of every unary RPC.
+6. **Shutdown**: from SIGTERM on, a new call (but a health check) answers UNAVAILABLE, and so
+   does one still running when the grace period is nearly over (`memory_server.api.draining`):
+   never CANCELLED.
 
 Wrapped handlers are built once per method and cached: the per-call cost is the wrapper itself.
 """
@@ -29,6 +32,7 @@ from typing import Any, NoReturn
 import grpc
 
 from memory_server import logs
+from memory_server.api.draining import SHUTTING_DOWN, InFlight
 from memory_server.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -96,6 +100,8 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             self._tracer = trace.get_tracer("memory_server")
             self._propagate = propagate
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        #: The unary calls being served; `drain()` answers them UNAVAILABLE at shutdown.
+        self.in_flight = InFlight()
 
     async def intercept_service(
         self,
@@ -172,7 +178,10 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             span: Any = None
             if self._tracer is not None:
                 span = self._start_span(method, context)
+            task = self.in_flight.enter()
             try:
+                if self.in_flight.refusing and not method.startswith(HEALTH_PREFIX):
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
                 await self._admit(method, guarded, context)
                 request = await codec.decode(raw, context)
                 return codec.encode(await behavior(request, context))
@@ -185,8 +194,12 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 await self._internal(method, context)
             except BaseException:
                 code = "CANCELLED"
+                if self.in_flight.drained(task):
+                    code = "UNAVAILABLE"
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
                 raise
             finally:
+                self.in_flight.leave(task)
                 self._metrics.rpc(name, code, time.perf_counter() - started)
                 if span is not None:
                     self._end_span(span, code)

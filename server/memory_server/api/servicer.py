@@ -5,18 +5,22 @@ api.convert; field rules are api.validation. No SQL, no rules."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 from memory_server.api import convert as c
 from memory_server.api import validation as v
 from memory_server.api.call import Call, GraphCall, graph_rpc, rpc, time_field
+from memory_server.api.secret_fields import refuse_secret
+from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.memory.errors import Disabled, InvalidArgument
 from memory_server.memory.facts import Decision, FactKind, NewFact
 from memory_server.memory.identity import Scope
 from memory_server.memory.ltm import LongTermMemory
 from memory_server.memory.model import NewMessage
-from memory_server.memory.ports import AsOf
+from memory_server.memory.ports import AsOf, SecretFilter
 from memory_server.memory.turns import ConversationMemory, ReplyFields
 from memory_server.settings import Settings
 
@@ -35,10 +39,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         settings: Settings,
         memory: ConversationMemory | None,
         ltm: LongTermMemory | None = None,
+        secrets: SecretFilter | None = None,
     ) -> None:
         """`memory` is None when memory is disabled: every RPC then answers
-        FAILED_PRECONDITION while health keeps serving."""
+        FAILED_PRECONDITION while health keeps serving. `secrets` refuses fact texts that hold
+        a secret (api.secret_fields), whatever `redact_secrets` says."""
         self._settings = settings
+        self._secrets = secrets if secrets is not None else DetectSecretsFilter()
         self._enabled_memory = memory
         self._enabled_ltm = ltm
 
@@ -64,7 +71,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             conversation_id,
             call.content("content"),
             message_id=call.id("message_id", required=False),
-            conversation_name=call.text("conversation_name", v.MAX_NAME_CHARS),
+            conversation_name=await self._name(call, "conversation_name"),
             created_at=time_field("created_at", call.request, "created_at"),
             timeout_s=call.budget_s,
         )
@@ -115,11 +122,16 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, call: Call[pb.AppendMessagesRequest]
     ) -> pb.AppendMessagesResponse:
         conversation_id = call.id("conversation_id")
+        # A message's comment is stored redacted like a feedback comment.
+        messages = [
+            replace(m, comment=await self._memory.redact(m.comment, "in a message comment"))
+            for m in self._new_messages(call.request.messages)
+        ]
         outcome = await self._memory.append_messages(
             call.scope,
             conversation_id,
-            self._new_messages(call.request.messages),
-            conversation_name=call.text("conversation_name", v.MAX_NAME_CHARS),
+            messages,
+            conversation_name=await self._name(call, "conversation_name"),
             timeout_s=call.budget_s,
         )
         return pb.AppendMessagesResponse(
@@ -203,7 +215,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             call.scope,
             call.id("message_id"),
             c.feedback("feedback", call.request.feedback),
-            call.text("comment", v.MAX_COMMENT_BYTES),
+            await self._memory.redact(
+                call.text("comment", v.MAX_COMMENT_BYTES), "in a feedback comment"
+            ),
             timeout_s=call.budget_s,
         )
         return pb.SubmitFeedbackResponse(message=c.message_pb(message))
@@ -215,10 +229,16 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         info = await self._memory.rename_conversation(
             call.scope,
             call.id("conversation_id"),
-            call.text("name", v.MAX_NAME_CHARS),
+            await self._name(call, "name"),
             timeout_s=call.budget_s,
         )
         return pb.RenameConversationResponse(conversation=c.conversation_pb(info))
+
+    async def _name(self, call: Call[Any], field: str) -> str:
+        """A conversation name as stored: redacted like a message (shown in every UI list)."""
+        return await self._memory.redact(
+            call.text(field, v.MAX_NAME_CHARS), "in a conversation name"
+        )
 
     @rpc
     async def DeleteConversation(
@@ -335,8 +355,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         """The fact fields of an AddFactRequest or of an AddFacts item (named `prefix` +
         field in errors), validated."""
         text = v.content(f"{prefix}text", m.text, self._settings.max_message_bytes)
+        text = v.short_text(f"{prefix}text", text.strip(), MAX_FACT_CHARS)
         return NewFact(
-            v.short_text(f"{prefix}text", text.strip(), MAX_FACT_CHARS),
+            refuse_secret(self._secrets, f"{prefix}text", text),
             c.fact_kind(m.kind, f"{prefix}kind") or FactKind.OTHER,
             time_field(f"{prefix}valid_time", m, "valid_time"),
             v.identifier(f"{prefix}conversation_id", m.conversation_id, required=False),
@@ -346,6 +367,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def UpdateFact(self, call: Call[pb.UpdateFactRequest]) -> pb.UpdateFactResponse:
         fact_id = call.id("fact_id")
         text = v.short_text("text", call.content("text").strip(), MAX_FACT_CHARS)
+        text = refuse_secret(self._secrets, "text", text)
         change = await self._ltm.update_fact(
             call.scope, fact_id, text, c.fact_kind(call.request.kind)
         )

@@ -161,6 +161,7 @@ _PLACEHOLDER_HINTS: Final = (
     "env(",
     "secret_here",
 )
+_PROSE_WORD: Final = re.compile(r"[a-z]+(?:ed|ing|ly|ful|less|able|ible)")
 _REFERENCE: Final = re.compile(r"^[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)+$")
 
 # Generic keys: a high-entropy token shortly after one of these words.
@@ -231,7 +232,10 @@ def plausible_password(found: Match[str], *, strong: bool) -> bool:
         return True
     if value.lower() in _NOT_A_PASSWORD or "://" in value or value.startswith(("/", "~")):
         return False
-    return strong or looks_like_password(value)
+    if looks_like_password(value):
+        return True
+    # "my password is swordfish" is one; "my old password was compromised" says what happened.
+    return strong and not _PROSE_WORD.fullmatch(value)
 
 
 def looks_like_password(value: str) -> bool:

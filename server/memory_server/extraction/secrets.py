@@ -70,6 +70,7 @@ from memory_server.extraction.secret_patterns import (
     looks_like_path,
     plausible_password,
 )
+from memory_server.extraction.secret_prose import prose_password_spans
 from memory_server.extraction.secret_spans import drop_segments, merge, secret_span, token_around
 from memory_server.memory.ports import Scrubbed
 
@@ -245,7 +246,7 @@ class DetectSecretsFilter:
         lower = line.lower()
         if _may_hold_pattern(line, lower):
             yield from self._pattern_hits(line, offset)
-        if "pass" in lower or "pw" in lower:  # every password pattern needs one of them
+        if "pass" in lower or "pw" in lower or "pin" in lower:  # every password pattern needs one
             yield from self._password_hits(line, offset)
         if any(q in line for q in "\"'`"):  # the keyword patterns are quoted assignments
             yield from self._keyword_hits(line, offset)
@@ -283,6 +284,8 @@ class DetectSecretsFilter:
         for found in PW_CHANGED.finditer(line):
             if plausible_password(found, strong=found.group("owner") is not None):
                 yield _value_hit(found, offset, "password")
+        for start, end in prose_password_spans(line):
+            yield _Hit(offset + start, offset + end, "password")
 
     def _keyword_hits(self, line: str, offset: int) -> Iterator[_Hit]:
         # detect-secrets' KeywordDetector regexes (`api_key = "..."`, `"secret": "..."`). Its

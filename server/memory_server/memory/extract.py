@@ -56,10 +56,11 @@ what is retracted in the same form ("Likes jazz", "Timezone", "Coffee").
 
 Skipped: questions (a sentence ending in "?" or opening with an interrogative; "could you
 forget that I ..." and "can you remember that I ..." still count), hedges and hypotheticals
-(if, maybe, would, I think, used to), one-off scope (for now, today, for this query), other
-people's reported words (said, told, thinks, according to, unless the speaker is the user),
-and anything recall put in the context: a sentence or fact equal to a recalled text, or whose
-content words are >= 80 % in one (retractions are kept: they are about recalled facts).
+(if, maybe, would, I think, used to), requests to repeat or reveal a secret ("please repeat
+my key back to me", "what's my password again?"), one-off scope (for now, today, for this
+query), other people's reported words (said, told, thinks, according to, unless the speaker is
+the user), and anything recall put in the context: a sentence or fact equal to a recalled text,
+or whose content words are >= 80 % in one (retractions are kept: they are about recalled facts).
 
 `change` is set when the sentence says so (actually, now, instead, anymore, no longer, changed
 my mind, switch to, these days); "from now on" sets it only when a recalled fact is about the
@@ -87,6 +88,7 @@ from memory_server.memory.extract_rules import (
     REPORTED_RE,
     RETRACT_RULES,
     RULES,
+    SECRET_REQUEST_RE,
     SELF_REPORT_RE,
     SENTENCE_RE,
     SPEAKER_RE,
@@ -141,8 +143,8 @@ class RuleExtractor:
         told: list[Candidate] = []  # the self statements that sentence gave
         for raw in SENTENCE_RE.split(turn.user_text):
             sentence = canon(raw.strip())
-            if not sentence:
-                continue
+            if not sentence or SECRET_REQUEST_RE.search(sentence):
+                continue  # a request to repeat or reveal a secret teaches nothing
             said, read = sentence, False  # read: a form (or a retraction) read a clause of it
             change = bool(CHANGE_RE.search(sentence))
             lasting = bool(LASTING_RE.search(sentence))

@@ -78,6 +78,15 @@ QUESTION_RE = _rx(
     r"does|did|is|are|am|was|were|have|has|had|may|might|must|isn't|aren't|doesn't|didn't|"
     r"won't|wouldn't|can't|couldn't|shouldn't|any idea|is there)\b"
 )
+# A request to repeat or reveal a secret ("please repeat my key back to me", "what's my password
+# again?", "remind me of my API key") is no fact about the user, whatever its form.
+SECRET_REQUEST_RE = _rx(
+    r"\b(?:repeat|say|tell|show|read|reveal|remind|give|send|recall|display|print|echo|spell|"
+    r"share|paste|what(?:'s|’s|\s+is|\s+was|\s+were))\b[^.!?]{0,60}?\b(?:my|our|the|your)\s+"
+    r"(?:[\w-]+\s+){0,2}?(?:password|passphrase|passcode|pin|key|token|secret|credential)s?\b"
+    r"(?!\s+(?:points?|takeaways?|ideas?|insights?|features?|findings?|dates?|steps?|terms?|"
+    r"facts?|differences?|results?|moments?|players?|events?|metrics?|to\s+(?:\w+ing|success|a|my)\b))"
+)
 POLITE_RE = _rx(
     r"^(?:can|could|would|will) you (?:please )?(?=forget|disregard|ignore|delete|remember|note)"
 )

@@ -123,6 +123,23 @@ def test_chit_chat_and_other_peoples_lives_store_nothing(message: str) -> None:
     assert _texts(message) == []
 
 
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # An irregular past takes no "-s" ("Forgots their umbrella" was kept).
+        ("I forgot my umbrella at the office yesterday.", "Forgot their umbrella"),
+        ("I drew a portrait of my dog last weekend.", "Drew a portrait of their dog"),
+        ("I fed the ducks at the lake near my house last Sunday.", "Fed the ducks"),
+        # The present still does.
+        ("I forget names all the time at work.", "Forgets names all the time"),
+        ("I always draw portraits of my dogs on Sundays.", "Always draws portraits"),
+    ],
+)
+def test_the_verb_keeps_its_tense_in_third_person(message: str, expected: str) -> None:
+    [text] = _texts(message)
+    assert text.startswith(expected), text
+
+
 def test_a_rule_form_is_not_kept_twice() -> None:
     """A sentence a rule form read gives the rule's fact only, never a second wording."""
     assert _texts("I moved to Lisbon last month.") == ["Moved to Lisbon last month"]

@@ -121,7 +121,12 @@ _ADVERBS = (
 )
 _LEAD_RE = _rx(rf"^(?:I|we)\s+(?P<adv>(?:(?:{_ADVERBS})\s+)*)(?P<v>[a-z]+)\b(?P<rest>.*)$")
 # Past forms that take no "-s" when the "I" goes ("I felt" → "Felt").
-_PAST = IRREGULAR_PAST | words("felt kept thought told said knew wrote read heard sent")
+_PAST = IRREGULAR_PAST | words(
+    """felt kept thought told said knew wrote read heard sent forgot forgave drew blew withdrew
+    fell chose spoke stole froze woke rose shook slept stood understood sat hung dug stuck
+    struck spun hid fed led fled shot lit slid dealt meant lent bent burnt dreamt learnt
+    knelt leapt sought tore swore overcame mistook undertook"""
+)
 _SMALL = words(
     """i i'm i've i'd i'll me my mine myself we we're we've us our ours you your it it's its this
     that these those the a an and or but so to of in on at for with from by as about into over

@@ -357,3 +357,19 @@ def test_thresholds_are_checked() -> None:
 def test_slot_rules(a: str, b: str, clash: bool) -> None:
     assert clashes(shape_of(a), shape_of(b)) is clash
     assert clashes(shape_of(b), shape_of(a)) is clash
+
+
+async def test_a_changed_value_updates_and_other_values_are_never_duplicates() -> None:
+    facts = live(("Will use Postgres 14 for the pilot", D), ("Has 2 kids", ID))
+    assert await decide([Candidate("Will use Postgres 16 for the pilot", D)], facts) == [
+        (UPDATE, "f0", "Will use Postgres 16 for the pilot")
+    ]
+    assert await decide([Candidate("Has two kids", ID)], facts) == [(NONE, "f1", "Has two kids")]
+    flights = live(("Their flight to Rome is AZ611", FactKind.OTHER))
+    oslo = Candidate("Their flight to Oslo is SK1470", FactKind.OTHER)
+    assert await decide([oslo], flights) == [(ADD, "", oslo.text)]
+
+
+async def test_a_value_changed_within_one_turn_keeps_the_later_one() -> None:
+    two, three = Candidate("Has 2 kids", ID), Candidate("Has 3 kids", ID)
+    assert await decide([two, three], []) == [(NONE, "", "Has 2 kids"), (ADD, "", "Has 3 kids")]

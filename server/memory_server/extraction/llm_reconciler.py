@@ -16,6 +16,11 @@ unreachable endpoint, a timeout, an error status left after the retries, unparse
 invalid decision) sends the whole batch to `fallback.reconcile(...)` with a warning that holds
 no user text.
 
+A NONE whose target names other values than the candidate (memory.values: "Will use Postgres
+14 for the pilot" for "... Postgres 16 ...") is not "already known", whatever the model says:
+it becomes an UPDATE of that fact when the candidate is it with a changed figure (the offline
+reconciler's rule) and the model changes that fact nowhere else, else an ADD.
+
 With no live facts there is nothing a model could add to the fallback's decision (all it could
 say is ADD, or NONE for a retraction), so the fallback decides without a call.
 """
@@ -32,6 +37,7 @@ from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import MemoryServiceError
 from memory_server.memory.facts import Candidate, Decision, LiveFact, ReconciledCandidate
 from memory_server.memory.ports import Reconciler
+from memory_server.memory.values import changed, differ, values_of
 from memory_server.openai_http import ChatClient
 
 logger = logging.getLogger(__name__)
@@ -112,7 +118,7 @@ class LLMReconciler(Lifecycle):
                 json_mode=self._json_mode,
                 max_tokens=min(4096, 64 + 48 * len(candidates)),
             )
-            return _decisions(reply, candidates, shown)
+            return _value_guard(_decisions(reply, candidates, shown), shown)
         except (MemoryServiceError, _Invalid) as exc:
             reason = str(exc)
         except Exception as exc:  # never let a model's reply break learning
@@ -232,4 +238,28 @@ def _decisions(
             out.append(ReconciledCandidate(decision, candidate))
         else:
             out.append(ReconciledCandidate(decision, candidate, shown[target].fact_id))
+    return out
+
+
+def _value_guard(
+    decisions: list[ReconciledCandidate], shown: Mapping[int, LiveFact]
+) -> list[ReconciledCandidate]:
+    """The model's NONEs between texts whose values differ, turned into UPDATE or ADD (see the
+    module doc)."""
+    text_of = {f.fact_id: f.text for f in shown.values()}
+    changing = {d.target_fact_id for d in decisions if d.decision is not Decision.NONE}
+    out: list[ReconciledCandidate] = []
+    for d in decisions:
+        old = text_of.get(d.target_fact_id)
+        if d.decision is not Decision.NONE or d.candidate.retraction or old is None:
+            out.append(d)
+            continue
+        new_values, old_values = values_of(d.candidate.text), values_of(old)
+        if not differ(new_values, old_values):
+            out.append(d)
+        elif changed(new_values, old_values) and d.target_fact_id not in changing:
+            changing.add(d.target_fact_id)
+            out.append(ReconciledCandidate(Decision.UPDATE, d.candidate, d.target_fact_id))
+        else:
+            out.append(ReconciledCandidate(Decision.ADD, d.candidate))
     return out

@@ -219,4 +219,8 @@ def _attribute(attr: str) -> str:
 
 
 def _value(value: str) -> str:
+    value = _DIGIT_GROUP_RE.sub("", value)  # "2,000 euros" (normalised "2 000") = "2000 euros"
     return re.sub(r"^(?:called |set to |the )", "", value).strip()
+
+
+_DIGIT_GROUP_RE = re.compile(r"(?<=\d) (?=\d{3}\b)")

@@ -5,11 +5,14 @@ in the same batch (two identical candidates yield one ADD and one NONE; a NONE o
 that points at a fact added earlier in the batch has no target: that fact has no id yet):
 
 * NONE    same normalised text as a fact, or cosine >= `duplicate_at` with a fact it does not
-          clash with (see below): already known. A retraction whose best match is below
+          clash with (see below) and that names the same values (memory.values: numbers,
+          versions, codes, dates, names): already known. A retraction whose best match is below
           `related_at` is NONE with no target: there is nothing to retract.
 * DELETE  a retraction whose best match (any kind) is >= `related_at`; a fact that holds the
           opposite stance ("Dislikes jazz" for a retracted "Likes jazz") is never its match.
-* UPDATE  a fact of the same kind that the candidate clashes with (slot rules below), or, for a
+* UPDATE  a fact of the same kind that the candidate clashes with (slot rules below), or that
+          it repeats with a changed figure (the same frame and names: "Has 2 kids" → "Has 3
+          kids", "Will use Postgres 14 → 16 for the pilot", >= `related_at`), or, for a
           candidate marked `change`, the best same-kind fact >= `related_at` that is not about
           another slot ("I now prefer answers in French" must not replace "Prefers concise
           answers").
@@ -51,6 +54,7 @@ from memory_server.memory.facts import (
     ReconciledCandidate,
 )
 from memory_server.memory.ports import Embedder, Revise
+from memory_server.memory.values import Values, changed, differ, values_of
 
 
 @dataclass(slots=True)
@@ -63,6 +67,7 @@ class _Entry:
     vector: Sequence[float]
     norm: float
     shape: FactShape
+    values: Values
     added_by: int = -1
     deleted: bool = False
 
@@ -159,11 +164,21 @@ class SimilarityReconciler:
                 return ReconciledCandidate(Decision.NONE, candidate, e.fact_id)
         clashing = [(s, e) for s, e in active if clashes(me.shape, e.shape)]
         duplicate = _best(
-            (s, e) for s, e in active if s >= self._duplicate_at and not clashes(me.shape, e.shape)
+            (s, e)
+            for s, e in active
+            if s >= self._duplicate_at
+            and not clashes(me.shape, e.shape)
+            and not differ(me.values, e.values)
         )
         if duplicate is not None:
             return ReconciledCandidate(Decision.NONE, candidate, duplicate[1].fact_id)
         target = _best((s, e) for s, e in clashing if e.kind == me.kind)
+        if target is None:  # "Has 2 kids" → "Has 3 kids": the same fact with a new value
+            target = _best(
+                (s, e)
+                for s, e in active
+                if e.kind == me.kind and s >= self._related_at and changed(me.values, e.values)
+            )
         if target is None and candidate.change:
             target = _best(
                 (s, e)
@@ -184,12 +199,13 @@ class SimilarityReconciler:
             decision = ReconciledCandidate(Decision.ADD, candidate)
             old.added_by = me.added_by
         # Later candidates of this batch see the fact as it will be after this decision.
-        old.kind, old.key, old.vector, old.norm, old.shape = (
+        old.kind, old.key, old.vector, old.norm, old.shape, old.values = (
             me.kind,
             me.key,
             me.vector,
             me.norm,
             me.shape,
+            me.values,
         )
         return decision
 
@@ -197,7 +213,16 @@ class SimilarityReconciler:
 def _entry(
     fact_id: str, kind: FactKind, text: str, vector: Sequence[float], added_by: int = -1
 ) -> _Entry:
-    return _Entry(fact_id, kind, _key(text), vector, math.hypot(*vector), _shape(text), added_by)
+    return _Entry(
+        fact_id,
+        kind,
+        _key(text),
+        vector,
+        math.hypot(*vector),
+        _shape(text),
+        values_of(text),
+        added_by,
+    )
 
 
 # A scope's live facts come back on every turn: parse each text once, not once per turn.

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from memory_server.memory.fact_shape import normalise, same_slot, shape_of
 from memory_server.memory.facts import Candidate
+from memory_server.memory.values import introduces, values_of
 from memory_server.memory.words import content_words
 
 _shape = functools.lru_cache(maxsize=16384)(shape_of)
@@ -26,7 +27,7 @@ class Recalled:
 
     def repeats(self, text: str) -> bool:
         """True when `text` is a recalled text again: the same words, or >= 80 % of its
-        content words in one recalled text."""
+        content words in one recalled text, naming no figure or name it does not (memory.values)."""
         if not self._texts:
             return False
         if self._keys is None:
@@ -38,7 +39,12 @@ class Recalled:
             return True
         mine = content_words(text)
         hits = Counter(i for word in mine for i in self._postings.get(word, ()))
-        return bool(mine) and any(n >= 0.8 * len(mine) for n in hits.values())
+        # "... JIRA-9983 for the login bug" is no repeat of "... JIRA-4411 ...": a new value.
+        values = values_of(text)
+        return bool(mine) and any(
+            n >= 0.8 * len(mine) and not introduces(values, values_of(self._texts[i]))
+            for i, n in hits.items()
+        )
 
     def same_slot(self, text: str, lasting: bool) -> bool:
         """Whether "from now on" marks a change: only when recall showed a fact on that slot."""

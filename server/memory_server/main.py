@@ -43,6 +43,7 @@ from memory_server.memory.seen import SeenRecorder
 from memory_server.memory.summary import ExtractiveSummarizer
 from memory_server.memory.turns import ConversationMemory
 from memory_server.metrics import Metrics, MetricsEndpoint
+from memory_server.outbox.fresh import FreshIndex
 from memory_server.outbox.links import LinkSettings
 from memory_server.outbox.worker import OutboxWorker
 from memory_server.settings import Settings, SettingsError, settings_from_cli
@@ -277,7 +278,7 @@ class MemoryServer:
             extractor, fallback_extractor, reconciler = mem0, extractor, llm_reconciler
         return LongTermMemory(
             store=facts,
-            index=self.index,
+            index=FreshIndex(self.index, facts, embedder),  # reads its own writes
             embedder=embedder,
             extractor=extractor,
             fallback_extractor=fallback_extractor,

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from memory_server.memory.ports import LinkRecord
+from memory_server.memory.ports import AsOf, LinkRecord
 from memory_server.store.facts._links import close_links, record_links
 from memory_server.store.facts._sql import optional_id
 from memory_server.store.rows import row_reader
@@ -135,6 +135,42 @@ class VectorOutbox:
                 limit,
             )
             yield OutboxBatch(conn, [_read_outbox_item(r) for r in rows])
+
+    async def pending_sources(
+        self, scope_hash: str, as_of: AsOf, limit: int
+    ) -> list[VectorSource]:
+        """The scope's versions whose upsert is still in the outbox and that are believed at
+        the as-of point (the index's own predicate), one row each: what a search must score
+        itself to find a write the index has not seen yet."""
+        rows = await self._pool.fetch(
+            """SELECT DISTINCT ON (o.version_id) o.id, v.id AS version_id, o.scope_hash, v.text,
+                      v.valid_from, v.valid_to, v.recorded_at, v.superseded_at
+               FROM vector_outbox o JOIN fact_versions v ON v.id = o.version_id
+               WHERE o.scope_hash = $1 AND o.op = 'upsert'
+                 AND v.recorded_at <= COALESCE($2::timestamptz, now())
+                 AND (v.superseded_at IS NULL
+                      OR COALESCE($2::timestamptz, now()) < v.superseded_at)
+                 AND v.valid_from <= COALESCE($3::timestamptz, now())
+                 AND (v.valid_to IS NULL OR COALESCE($3::timestamptz, now()) < v.valid_to)
+               ORDER BY o.version_id, o.id
+               LIMIT $4""",
+            scope_hash,
+            as_of.transaction_time,
+            as_of.valid_time,
+            limit,
+        )
+        return [
+            VectorSource(
+                str(r["version_id"]),
+                r["scope_hash"],
+                r["text"],
+                r["valid_from"],
+                r["valid_to"],
+                r["recorded_at"],
+                r["superseded_at"],
+            )
+            for r in rows
+        ]
 
     async def outbox_status(self) -> tuple[int, float]:
         """(pending rows, age in seconds of the oldest)."""

@@ -42,7 +42,7 @@ from memory_server.memory.retention import RetentionJob
 from memory_server.memory.seen import SeenRecorder
 from memory_server.memory.summary import ExtractiveSummarizer
 from memory_server.memory.turns import ConversationMemory
-from memory_server.metrics import Metrics, MetricsEndpoint
+from memory_server.metrics import LoopLagProbe, Metrics, MetricsEndpoint
 from memory_server.outbox.fresh import FreshIndex
 from memory_server.outbox.links import LinkSettings
 from memory_server.outbox.worker import OutboxWorker
@@ -56,6 +56,9 @@ from memory_server.tokens import TiktokenCounter
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+# Worker threads' CPU work (secret scans, summaries of an import) holds the GIL, and the loop
+# waits up to this long for it at each wake-up: Python's 5 ms doubled turn latency meanwhile.
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 # Longer than the 64 KiB message default so a maximal AppendMessages batch fits.
@@ -90,6 +93,8 @@ class MemoryServer:
 
     async def _start(self) -> None:
         settings = self.settings
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        await self._stack.enter_async_context(LoopLagProbe(self.metrics))  # closed last
         if settings.metrics_address:
             # First in, last out: scrapes keep answering while the rest drains.
             endpoint = MetricsEndpoint(

@@ -18,6 +18,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from memory_server.lifecycle import Lifecycle
+
 log = logging.getLogger(__name__)
 
 OutboxStats = Callable[[], Awaitable[tuple[int, float]]]  # (pending rows, oldest age in s)
@@ -27,6 +29,9 @@ IndexStats = Callable[[], Awaitable[tuple[int, float]]]
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 _SCRAPE_QUERY_TIMEOUT_S = 2.0
+# The loop-lag probe's sleep: a stall of S seconds shows as at least S minus this.
+LOOP_LAG_INTERVAL_S = 0.02
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
 class Metrics:
@@ -112,6 +117,13 @@ class Metrics:
             "graphrag_memory_vector_index_lag_seconds",
             "Seconds since the oldest upsert TigerGraph's index has not yet reported rebuilt"
             " (0 when all are searchable)",
+            registry=r,
+        )
+        self.event_loop_lag = Histogram(
+            "graphrag_memory_event_loop_lag_seconds",
+            f"How late the event loop woke a task sleeping {LOOP_LAG_INTERVAL_S}s: time it spent"
+            " on one synchronous step every request of every scope waited behind",
+            buckets=_LAG_BUCKETS,
             registry=r,
         )
         # (method, code) -> the counter and histogram children: labels() on every RPC costs more
@@ -204,6 +216,36 @@ async def _refresh_pair(
     else:
         count.set(pending)
         age.set(lag_s)
+
+
+class LoopLagProbe(Lifecycle):
+    """An owned task that sleeps a fixed interval and records how late it woke into
+    `graphrag_memory_event_loop_lag_seconds`: anything holding the loop (a synchronous step, a
+    thread that keeps the GIL) shows up there."""
+
+    def __init__(self, metrics: Metrics, interval_s: float = LOOP_LAG_INTERVAL_S) -> None:
+        self._lag = metrics.event_loop_lag
+        self._interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(self._probe(), name="loop-lag-probe")
+
+    async def close(self) -> None:
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _probe(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + self._interval_s
+            await asyncio.sleep(self._interval_s)
+            self._lag.observe(max(0.0, loop.time() - due))
 
 
 class MetricsEndpoint:

@@ -61,8 +61,10 @@ def content(field: str, value: str, max_bytes: int, *, required: bool = True) ->
         raise InvalidArgument(field, f"is {size} bytes; the limit is {max_bytes}")
     if "\x00" in value:
         raise InvalidArgument(field, "must not contain NUL characters")
-    if any(unicodedata.category(ch) == "Cs" for ch in value):
-        raise InvalidArgument(field, "must be valid UTF-8 text")
+    try:
+        value.encode("utf-8")  # strict: fails exactly on a surrogate (category Cs)
+    except UnicodeEncodeError:
+        raise InvalidArgument(field, "must be valid UTF-8 text") from None
     return value
 
 

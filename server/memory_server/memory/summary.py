@@ -19,6 +19,7 @@ language model wrote) is kept, sentence by sentence, as lines without a role.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ _ROLE_LINE_RE = re.compile(r"^[A-Za-z_][\w-]{0,31}: \S")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD_RE = re.compile(r"\w+")
 _ROLE_CLEAN_RE = re.compile(r"[^\w-]")
+# Inputs longer than this are summarized on a worker thread: the fold of a large import (300
+# messages of 60 KiB held the loop 8.5 s) must not stall the event loop every scope shares.
+_INLINE_CHARS = 8192
 
 # A sentence made only of these words carries no content ("Thanks!", "ok", "You're welcome.").
 _FILLER_WORDS = frozenset(
@@ -77,7 +81,9 @@ class ExtractiveSummarizer:
         return "extractive-v1"
 
     async def summarize(self, previous: str, turns: Sequence[SummaryTurn], max_tokens: int) -> str:
-        return self.summarize_sync(previous, turns, max_tokens)
+        if len(previous) + sum(len(t.content) for t in turns) <= _INLINE_CHARS:
+            return self.summarize_sync(previous, turns, max_tokens)
+        return await asyncio.to_thread(self.summarize_sync, previous, list(turns), max_tokens)
 
     def summarize_sync(self, previous: str, turns: Sequence[SummaryTurn], max_tokens: int) -> str:
         """The same as `summarize`, without the coroutine (it does no I/O)."""

@@ -136,9 +136,7 @@ class VectorOutbox:
             )
             yield OutboxBatch(conn, [_read_outbox_item(r) for r in rows])
 
-    async def pending_sources(
-        self, scope_hash: str, as_of: AsOf, limit: int
-    ) -> list[VectorSource]:
+    async def pending_sources(self, scope_hash: str, as_of: AsOf, limit: int) -> list[VectorSource]:
         """The scope's versions whose upsert is still in the outbox and that are believed at
         the as-of point (the index's own predicate), one row each: what a search must score
         itself to find a write the index has not seen yet."""

@@ -26,7 +26,7 @@ def _scope() -> dict[str, str]:
 
 
 async def _pending(memory: RunningServer) -> int:
-    """Outbox rows not yet applied to the index."""
+    """Outbox rows not yet applied to the index (of every scope: the database is shared)."""
     assert memory.server.outbox is not None
     return (await memory.server.outbox.status())[0]
 
@@ -55,7 +55,7 @@ async def test_an_added_fact_is_found_by_meaning_at_once(start_server: ServerFac
     await memory.stub.AddFacts(
         pb.AddFactsRequest(**scope, facts=[pb.NewFact(text=t) for t in [*OTHERS, FACT]])
     )
-    assert await _pending(memory) == len(OTHERS) + 1  # nothing indexed yet
+    assert await _pending(memory) >= len(OTHERS) + 1  # nothing of it indexed yet
     fresh = await _search(memory, scope)
     assert fresh[0][0] == FACT and fresh[0][1] > 0, fresh  # by meaning: its vector scored
     # As of a moment before it was written, it is not there.
@@ -80,7 +80,7 @@ async def test_a_learned_fact_is_found_by_the_next_calls(start_server: ServerFac
     await memory.stub.CompleteTurn(
         pb.CompleteTurnRequest(**scope, conversation_id=chat, content="Noted, no peanuts.")
     )
-    assert await _pending(memory) == len(OTHERS) + 1
+    assert await _pending(memory) >= len(OTHERS) + 1
     fresh = await _search(memory, scope)
     assert fresh[0][0] == FACT and fresh[0][1] > 0, fresh
     turn = pb.StartTurnRequest(**scope, conversation_id=new_id(), content=QUESTION)

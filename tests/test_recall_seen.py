@@ -37,6 +37,17 @@ async def _add(memory: RunningServer, scope: dict[str, str], text: str) -> str:
     return added.fact.fact_id
 
 
+async def _indexed(memory: RunningServer) -> None:
+    outbox = memory.server.outbox
+    assert outbox is not None
+    outbox.notify()
+
+    async def indexed() -> bool:
+        return (await outbox.status())[0] == 0
+
+    await assert_eventually(indexed, what="the vector index caught up")
+
+
 @pytest.fixture
 async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     # A short lock_timeout so a held row lock is a fault the flush sees quickly.
@@ -50,14 +61,7 @@ async def test_recalled_facts_are_counted_after_the_turn(
     memory: RunningServer, scope: dict[str, str], database_url: str
 ):
     fact_id = await _add(memory, scope, "Always answer in French")
-    outbox = memory.server.outbox
-    assert outbox is not None
-    outbox.notify()
-
-    async def indexed() -> bool:
-        return (await outbox.status())[0] == 0
-
-    await assert_eventually(indexed, what="the vector index caught up")
+    await _indexed(memory)
     [(before_count, before_seen)] = (await _counts(database_url, [fact_id])).values()
     assert before_count == 0
     for _ in range(2):
@@ -81,14 +85,7 @@ async def test_get_context_recalls_without_counting(
     """GetContext stores nothing, so its recall does not extend a fact's retention: only the
     StartTurn after it is counted (the flush that writes that count would carry theirs too)."""
     fact_id = await _add(memory, scope, "Always answer in Portuguese")
-    outbox = memory.server.outbox
-    assert outbox is not None
-    outbox.notify()
-
-    async def indexed() -> bool:
-        return (await outbox.status())[0] == 0
-
-    await assert_eventually(indexed, what="the vector index caught up")
+    await _indexed(memory)
     question = "Which language should you answer in?"
     for _ in range(2):
         peek = await memory.stub.GetContext(

@@ -49,6 +49,18 @@ class VectorSource:
     superseded_at: datetime | None
 
 
+def _source(row: asyncpg.Record, id_column: str) -> VectorSource:
+    return VectorSource(
+        str(row[id_column]),
+        row["scope_hash"],
+        row["text"],
+        row["valid_from"],
+        row["valid_to"],
+        row["recorded_at"],
+        row["superseded_at"],
+    )
+
+
 class OutboxBatch:
     """Claimed outbox rows, locked until the surrounding transaction ends."""
 
@@ -68,18 +80,7 @@ class OutboxBatch:
                WHERE v.id = ANY($1::uuid[])""",
             ids,
         )
-        return {
-            str(r["id"]): VectorSource(
-                str(r["id"]),
-                r["scope_hash"],
-                r["text"],
-                r["valid_from"],
-                r["valid_to"],
-                r["recorded_at"],
-                r["superseded_at"],
-            )
-            for r in rows
-        }
+        return {str(r["id"]): _source(r, "id") for r in rows}
 
     async def record_links(self, pairs: Sequence[tuple[str, str, float]]) -> list[LinkRecord]:
         """See store.facts._links.record_links; committed with the batch."""
@@ -157,18 +158,7 @@ class VectorOutbox:
             as_of.valid_time,
             limit,
         )
-        return [
-            VectorSource(
-                str(r["version_id"]),
-                r["scope_hash"],
-                r["text"],
-                r["valid_from"],
-                r["valid_to"],
-                r["recorded_at"],
-                r["superseded_at"],
-            )
-            for r in rows
-        ]
+        return [_source(r, "version_id") for r in rows]
 
     async def outbox_status(self) -> tuple[int, float]:
         """(pending rows, age in seconds of the oldest)."""

@@ -1,3 +1,4 @@
 from memory_server.main import cli
 
-cli()
+if __name__ == "__main__":  # not when a spawned worker process imports it
+    cli()

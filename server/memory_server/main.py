@@ -27,7 +27,7 @@ from memory_server.embedding.minilm import MiniLMBackend
 from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.event_dates import DateparserEvents
-from memory_server.extraction.secrets import DetectSecretsFilter
+from memory_server.extraction.secret_process import ProcessSecretFilter
 from memory_server.index.pgvector import Hnsw, PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
 from memory_server.logs import configure_logging
@@ -184,7 +184,8 @@ class MemoryServer:
         )
         await registry.start()
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
-        secrets = DetectSecretsFilter()
+        secrets = ProcessSecretFilter()  # stopped after everything that scans
+        self._stack.push_async_callback(asyncio.to_thread, secrets.close)
         self.ltm = ltm = await self._start_long_term(settings, pool, registry, backend, secrets)
         self.metrics.observe_state(
             actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
@@ -213,7 +214,7 @@ class MemoryServer:
         pool: asyncpg.Pool,
         registry: ActorRegistry,
         backend: EmbeddingBackend | AsyncEmbeddingBackend,
-        secrets: DetectSecretsFilter,
+        secrets: ProcessSecretFilter,
     ) -> LongTermMemory:
         """The embedding pool, the vector index and the outbox actor. Nothing here loads a
         model or touches the index until a scope has facts."""

@@ -4,7 +4,6 @@ api.convert; field rules are api.validation. No SQL, no rules."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -13,13 +12,13 @@ from memory_client.v1 import memory_pb2_grpc as pb_grpc
 from memory_server.api import convert as c
 from memory_server.api import validation as v
 from memory_server.api.call import Call, GraphCall, graph_rpc, rpc, time_field
+from memory_server.api.imported import new_messages
 from memory_server.api.secret_fields import refuse_secret
 from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.memory.errors import Disabled, InvalidArgument
 from memory_server.memory.facts import Decision, FactKind, NewFact
 from memory_server.memory.identity import Scope
 from memory_server.memory.ltm import LongTermMemory
-from memory_server.memory.model import NewMessage
 from memory_server.memory.ports import AsOf, SecretFilter
 from memory_server.memory.turns import ConversationMemory, ReplyFields
 from memory_server.settings import Settings
@@ -123,9 +122,14 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     ) -> pb.AppendMessagesResponse:
         conversation_id = call.id("conversation_id")
         # A message's comment is stored redacted like a feedback comment.
+        given = await new_messages(
+            call.request.messages,
+            max_messages=self._settings.max_messages_per_append,
+            max_message_bytes=self._settings.max_message_bytes,
+        )
         messages = [
             replace(m, comment=await self._memory.redact(m.comment, "in a message comment"))
-            for m in self._new_messages(call.request.messages)
+            for m in given
         ]
         outcome = await self._memory.append_messages(
             call.scope,
@@ -140,38 +144,6 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             skipped=len(outcome.messages) - outcome.inserted,
             conversation_created=outcome.conversation_created,
         )
-
-    def _new_messages(self, given: Sequence[pb.NewMessage]) -> list[NewMessage]:
-        v.items("messages", len(given), self._settings.max_messages_per_append, "messages")
-        messages = []
-        seen: set[str] = set()
-        for i, m in enumerate(given):
-            field = f"messages[{i}]"
-            role = c.role(f"{field}.role", m.role)
-            message_id = v.identifier(f"{field}.message_id", m.message_id, required=False)
-            if message_id and message_id in seen:
-                raise InvalidArgument(f"{field}.message_id", "repeats an earlier message's id")
-            seen.add(message_id)
-            messages.append(
-                NewMessage(
-                    role=role,
-                    content=v.content(
-                        f"{field}.content", m.content, self._settings.max_message_bytes
-                    ),
-                    tokens=0,  # counted by the domain
-                    context_tokens=0,
-                    message_id=message_id,
-                    model=v.short_text(f"{field}.model", m.model, v.MAX_ID_CHARS),
-                    parent_id=v.identifier(f"{field}.parent_id", m.parent_id, required=False),
-                    response_time_seconds=v.duration_seconds(
-                        f"{field}.response_time_seconds", m.response_time_seconds
-                    ),
-                    feedback=c.feedback(f"{field}.feedback", m.feedback),
-                    comment=v.short_text(f"{field}.comment", m.comment, v.MAX_COMMENT_BYTES),
-                    created_at=time_field(f"{field}.created_at", m, "created_at"),
-                )
-            )
-        return messages
 
     @rpc
     async def ListConversations(

@@ -4,7 +4,7 @@ hold one (DetectSecretsFilter's text surgery)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from re import Match
 from typing import Final
 
@@ -14,6 +14,12 @@ from typing import Final
 _SENTENCE_BREAK: Final = re.compile(r"(?<=[.!?])[\"')\]]*[ \t]+(?=\S)")
 # What a secret token is made of: stop at blanks, quotes, brackets and list separators.
 _TOKEN_STOP: Final = frozenset(" \t\r\n\"'`<>(){}[],;|")
+# A long line is scanned in pieces of about WINDOW_CHARS, each reaching WINDOW_REACH further.
+# The longest phrase a detector matches ("my password for the staging VPN is ...", a bearer
+# header, a quoted assignment) is well under WINDOW_REACH, so each lies whole in one piece.
+WINDOW_CHARS: Final = 2048
+WINDOW_REACH: Final = 512
+_BLANK: Final = re.compile(r"[ \t\r\n]")
 
 
 def secret_span(found: Match[str]) -> tuple[int, int]:
@@ -39,6 +45,31 @@ def token_around(line: str, start: int, end: int) -> tuple[int, int]:
     while end < len(line) and line[end] not in _TOKEN_STOP:
         end += 1
     return start, end
+
+
+def windows(line: str) -> Iterator[tuple[int, int]]:
+    """`start, end` of the pieces a line is scanned in: a line of any length costs the scan
+    bounded steps (each regular expression holds the GIL for one piece, not for a 60 KiB line,
+    so the event loop waits microseconds for it), and a piece without a credential word skips
+    most detectors. Pieces are cut at blanks, so no token is ever split; piece k+1 starts where
+    piece k's own part ends, and piece k reaches WINDOW_REACH further (to the next blank), so
+    any match of up to WINDOW_REACH characters lies whole in one piece. A run with no blank is
+    never cut."""
+    length = len(line)
+    start = 0
+    while length - start > WINDOW_CHARS + WINDOW_REACH:
+        cut = _blank_from(line, start + WINDOW_CHARS)
+        reach = _blank_from(line, cut + WINDOW_REACH) if cut < length else length
+        yield start, reach
+        if reach == length:
+            return
+        start = cut
+    yield start, length
+
+
+def _blank_from(line: str, position: int) -> int:
+    found = _BLANK.search(line, position)
+    return found.start() if found else len(line)
 
 
 def merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

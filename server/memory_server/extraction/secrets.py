@@ -71,7 +71,13 @@ from memory_server.extraction.secret_patterns import (
     plausible_password,
 )
 from memory_server.extraction.secret_prose import prose_password_spans
-from memory_server.extraction.secret_spans import drop_segments, merge, secret_span, token_around
+from memory_server.extraction.secret_spans import (
+    drop_segments,
+    merge,
+    secret_span,
+    token_around,
+    windows,
+)
 from memory_server.memory.ports import Scrubbed
 
 __all__ = ["DetectSecretsFilter", "placeholder"]
@@ -218,7 +224,8 @@ class DetectSecretsFilter:
         offset = 0
         for line in text.split("\n"):
             if line.strip():
-                hits.extend(self._line_hits(line, offset))
+                for start, end in windows(line):
+                    hits.extend(self._line_hits(line[start:end], offset + start))
             offset += len(line) + 1
         return hits
 

@@ -69,6 +69,7 @@ same slot (see reconcile), since on its own it also starts brand-new instruction
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 from memory_server.memory.extract_rules import (
@@ -119,6 +120,7 @@ from memory_server.memory.world_rules import (
 )
 
 NAME = "rules-v1"
+_INLINE_CHARS = 4096
 
 
 class RuleExtractor:
@@ -133,7 +135,10 @@ class RuleExtractor:
         return NAME
 
     async def extract(self, turn: ExtractionInput) -> list[Candidate]:
-        return self.extract_sync(turn)
+        # The rules are a Python pass over every sentence: a long turn's runs on a worker thread.
+        if len(turn.user_text) <= _INLINE_CHARS:
+            return self.extract_sync(turn)
+        return await asyncio.to_thread(self.extract_sync, turn)
 
     def extract_sync(self, turn: ExtractionInput) -> list[Candidate]:
         recalled = Recalled(turn.recalled)

@@ -51,6 +51,7 @@ from memory_server.memory.ports import (
     Reconciler,
     Revise,
     ScopeExecutor,
+    Scrubbed,
     SecretFilter,
     Telemetry,
     VectorIndex,
@@ -366,10 +367,13 @@ class LongTermMemory:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _scrub_both(self, turn: LearnInput) -> tuple[Scrubbed, Scrubbed]:
+        return self._secrets.scrub(turn.user_text), self._secrets.scrub(turn.assistant_text)
+
     async def _extract(self, turn: LearnInput) -> tuple[list[Candidate], str] | None:
         """(candidates, extractor name), or None when the turn holds nothing to learn."""
-        user = self._secrets.scrub(turn.user_text)
-        assistant = self._secrets.scrub(turn.assistant_text)
+        # A worker thread: a long turn's scan is pure CPU (and may go to the filter's process).
+        user, assistant = await asyncio.to_thread(self._scrub_both, turn)
         found = user.secrets_found + assistant.secrets_found
         if found:
             self._telemetry.secrets_dropped(found)

@@ -30,14 +30,12 @@ from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.extraction.secret_process import ProcessSecretFilter
 from memory_server.index.pgvector import Hnsw, PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
+from memory_server.learning_setup import learning_parts, ltm_settings
 from memory_server.logs import configure_logging
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.errors import Unavailable
-from memory_server.memory.expand import ExpandSettings
-from memory_server.memory.extract import RuleExtractor
-from memory_server.memory.ltm import LongTermMemory, LtmSettings
-from memory_server.memory.ports import Extractor, Reconciler, Summarizer
-from memory_server.memory.reconcile import SimilarityReconciler
+from memory_server.memory.ltm import LongTermMemory
+from memory_server.memory.ports import Summarizer
 from memory_server.memory.retention import RetentionJob
 from memory_server.memory.seen import SeenRecorder
 from memory_server.memory.summary import ExtractiveSummarizer
@@ -256,32 +254,7 @@ class MemoryServer:
         )
         await self.retention.start()
         self._stack.push_async_callback(self.retention.close)
-        extractor: Extractor = RuleExtractor(self_statements=settings.ltm_self_statements)
-        reconciler: Reconciler = SimilarityReconciler(embedder)
-        fallback_extractor: Extractor | None = None
-        if settings.llm_base_url:
-            # mem0 extracts and one LLM call reconciles; both fall back to the rules when the
-            # endpoint fails. mem0 itself is imported on the first extraction.
-            from memory_server.extraction.llm_reconciler import LLMReconciler
-            from memory_server.extraction.mem0_extractor import Mem0Extractor
-
-            mem0 = Mem0Extractor(
-                settings.llm_base_url,
-                settings.llm_model,
-                settings.llm_api_key or None,
-                embedder,
-                settings.llm_timeout_seconds,
-            )
-            self._stack.push_async_callback(mem0.close)
-            llm_reconciler = LLMReconciler(
-                settings.llm_base_url,
-                settings.llm_model,
-                settings.llm_api_key or None,
-                settings.llm_timeout_seconds,
-                fallback=reconciler,
-            )
-            self._stack.push_async_callback(llm_reconciler.close)
-            extractor, fallback_extractor, reconciler = mem0, extractor, llm_reconciler
+        extractor, fallback_extractor, reconciler = learning_parts(settings, embedder, self._stack)
         return LongTermMemory(
             store=facts,
             index=FreshIndex(self.index, facts, embedder),  # reads its own writes
@@ -291,19 +264,7 @@ class MemoryServer:
             reconciler=reconciler,
             secrets=secrets,
             executor=registry,
-            settings=LtmSettings(
-                top_k=settings.ltm_top_k,
-                score_threshold=settings.ltm_score_threshold,
-                max_facts_per_scope=settings.max_facts_per_scope,
-                expansion=ExpandSettings(
-                    settings.ltm_link_decay,
-                    settings.ltm_link_seeds,
-                    neighbour_decay=settings.ltm_neighbour_decay,
-                ),
-                time_intent_weight=settings.ltm_time_intent_weight,
-                common_word_share=settings.ltm_common_word_share,
-                off_subject_weight=settings.ltm_off_subject_weight,
-            ),
+            settings=ltm_settings(settings),
             on_change=self.outbox.notify,
             telemetry=self.metrics,
             events=DateparserEvents(),

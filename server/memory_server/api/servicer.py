@@ -19,8 +19,9 @@ from memory_server.memory.errors import Disabled, InvalidArgument
 from memory_server.memory.facts import Decision, FactKind, NewFact
 from memory_server.memory.identity import Scope
 from memory_server.memory.ltm import LongTermMemory
+from memory_server.memory.model import ReplyFields
 from memory_server.memory.ports import AsOf, SecretFilter
-from memory_server.memory.turns import ConversationMemory, ReplyFields
+from memory_server.memory.turns import ConversationMemory
 from memory_server.settings import Settings
 
 LIST_CONVERSATIONS_PAGE = (50, 500)  # (default, maximum)

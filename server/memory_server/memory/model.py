@@ -138,3 +138,23 @@ class MemoryContext:
     total_tokens: int
     budget_tokens: int
     omitted_messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartedTurn:
+    message: StoredMessage
+    context: MemoryContext
+    conversation_created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTurn:
+    message: StoredMessage
+    compacted_inline: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFields:
+    model: str = ""
+    parent_id: str = ""
+    response_time_seconds: float = 0.0

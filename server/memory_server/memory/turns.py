@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
 from memory_server.memory.compaction import Compactor
@@ -21,6 +21,7 @@ from memory_server.memory.identity import Scope
 from memory_server.memory.ltm import LearnInput, LongTermMemory
 from memory_server.memory.model import (
     AppendOutcome,
+    CompletedTurn,
     ContextCandidates,
     ConversationInfo,
     Feedback,
@@ -29,7 +30,9 @@ from memory_server.memory.model import (
     MemoryContext,
     NewMessage,
     Page,
+    ReplyFields,
     Role,
+    StartedTurn,
     StoredMessage,
 )
 from memory_server.memory.ports import (
@@ -52,26 +55,6 @@ _INLINE_TOKENIZE_CHARS = 8192
 # Scopes whose has-facts answer a server keeps (~230 bytes each by tracemalloc): only the
 # choice of recalling beside the write or after it depends on it, never what is recalled.
 _SCOPES_REMEMBERED = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class StartedTurn:
-    message: StoredMessage
-    context: MemoryContext
-    conversation_created: bool
-
-
-@dataclass(frozen=True, slots=True)
-class CompletedTurn:
-    message: StoredMessage
-    compacted_inline: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyFields:
-    model: str = ""
-    parent_id: str = ""
-    response_time_seconds: float = 0.0
 
 
 async def _cancelled(task: asyncio.Future[LongTermSection] | None) -> None:

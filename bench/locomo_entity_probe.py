@@ -4,7 +4,7 @@
 
 Starts one server with links off, ingests and indexes every turn as bench/locomo_recall.py
 does, and asks every question through SearchFacts (top 100, with scores). Then, here in the
-bench, it expands each ranking one hop the way memory.expand does (the `seeds` best hits pull
+bench, it expands each ranking one hop the way memory.recall.expand does (the `seeds` best hits pull
 in linked facts at source score * decay), with links drawn from the fact texts instead of
 vectors, without an LLM:
 

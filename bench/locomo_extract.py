@@ -7,7 +7,7 @@ per-session `observation` source turns from which at least one fact was kept (a 
 end-to-end benchmark decides a match fact by fact), the share of the questions' evidence turns
 from which one was kept (a ceiling on recall through learning), and a random sample of what was
 kept (`--only-self`: of what only the self statements keep). `--no-self` runs the rule forms
-alone; `--sweep-self` varies the self statements' two limits (memory/self_statements.py).
+alone; `--sweep-self` varies the self statements' two limits (memory/learning/self_statements.py).
 
     .venv/bin/python bench/locomo_extract.py [--data PATH] [--sample 25] [--seed 1]
         [--no-self | --only-self | --sweep-self]
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_data import DEFAULT_DATA, canonical, load  # noqa: E402
 
-from memory_server.memory import self_statements  # noqa: E402
-from memory_server.memory.extract import RuleExtractor  # noqa: E402
+from memory_server.memory.learning import self_statements  # noqa: E402
+from memory_server.memory.learning.extract import RuleExtractor  # noqa: E402
 from memory_server.memory.ports import ExtractionInput  # noqa: E402
 
 

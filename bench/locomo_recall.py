@@ -47,9 +47,9 @@ from serverproc import BenchServer
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 from memory_server.extraction.event_dates import DateparserEvents
-from memory_server.memory.facts import EventTime, FactKind, FactVersion
-from memory_server.memory.recall import fuse
-from memory_server.memory.time_intent import dated_vote, has_time_intent
+from memory_server.memory.facts.model import EventTime, FactKind, FactVersion
+from memory_server.memory.recall.rank import fuse
+from memory_server.memory.time.intent import dated_vote, has_time_intent
 
 GRAPHNAME = "LoCoMo"
 # The two ways of storing a turn: as the reference setup does, and as this benchmark did before.
@@ -132,7 +132,7 @@ _EVENTS = DateparserEvents()
 
 
 def asked_when(question: str) -> EventTime | None:
-    """The date the question names, as the server resolves it (memory.event_time)."""
+    """The date the question names, as the server resolves it (memory.time.event_time)."""
     if not _EVENTS.needs_resolving(question):
         return None
     return _EVENTS.resolve(question, datetime.now(UTC))
@@ -286,7 +286,7 @@ async def ingest(
 async def indexed(stub: pb_grpc.MemoryServiceStub, user: str, fact_id: str, text: str) -> bool:
     """True when the fact is in the vector index: searched by its own text, it comes back with
     a vector score (a lexical-only hit has vector score 0). Not ~1: recall embeds the question
-    without the scope's common words (memory.common_words), so a fact's own text is not quite
+    without the scope's common words (memory.recall.common_words), so a fact's own text is not quite
     its vector. top_k is the maximum, 100, which is at least the 50 + 50 candidates the server
     fuses, so ties in the fused score cannot hide the fact."""
     response = await stub.SearchFacts(

@@ -12,11 +12,11 @@ question the way LongTermMemory.search does, with the server's own parts where i
   computes it; the 50 best of each signal; memory.recall.fuse / lexical_evidence;
 - the offline MiniLM model (embedding.minilm) for the vectors, exact cosine;
 - memory.time_intent.dated_vote with dateparser's event times (extraction.event_dates);
-- memory.common_words for the question the vector signal embeds, at each share swept, and for
+- memory.recall.common_words for the question the vector signal embeds, at each share swept, and for
   the question's subjects (its common words written with a capital): a fact (or neighbour)
   that names none of them scores ltm_off_subject_weight times its score;
 - neighbours: the turns just before and after each of the 5 best hits in its session, at
-  source score x decay (memory.expand).
+  source score x decay (memory.recall.expand).
 
 Not replicated: semantic links (+0.07 points on this data, bench/README.md) and ties broken by
 recorded_at. The server's R@10 is within a few tenths of this replica's (bench/README.md). It
@@ -42,16 +42,16 @@ from locomo_data import CATEGORIES, DEFAULT_DATA, Conversation, Question, load
 
 from memory_server.embedding.minilm import MiniLMBackend
 from memory_server.extraction.event_dates import DateparserEvents
-from memory_server.memory.common_words import (
+from memory_server.memory.facts.model import EventTime, FactKind, FactVersion
+from memory_server.memory.recall.common_words import (
     MIN_FACTS,
     subject_weight,
     subjects_of,
     without,
     words,
 )
-from memory_server.memory.facts import EventTime, FactKind, FactVersion
-from memory_server.memory.recall import fuse, lexical_evidence
-from memory_server.memory.time_intent import dated_vote
+from memory_server.memory.recall.rank import fuse, lexical_evidence
+from memory_server.memory.time.intent import dated_vote
 from memory_server.store.embedded import EmbeddedPostgres
 
 CANDIDATES = 50  # per signal, as memory.ltm

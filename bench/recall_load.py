@@ -40,7 +40,7 @@ from memory_server.embedding import EmbeddingPool, MiniLMBackend
 from memory_server.index.pgvector import PgVectorIndex
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
-from memory_server.memory.recall import is_standing_instruction
+from memory_server.memory.recall.rank import is_standing_instruction
 from memory_server.settings import Settings
 
 GRAPH = "Finance"  # loadgen.Conversation's graph

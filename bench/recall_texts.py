@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from memory_server.memory.recall import is_standing_instruction
+from memory_server.memory.recall.rank import is_standing_instruction
 
 PEOPLE = (
     "Anna Roth", "Thomas Falk", "Mei Ling Chua", "Jonas Weber", "Lena Tan", "Ravi Diaz",

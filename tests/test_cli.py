@@ -18,7 +18,7 @@ import pytest
 
 from memory_client.cli import ExitCode, main
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.stm import HEADER_UNIT, RECENT_HEADING_UNIT
+from memory_server.memory.conversation.stm import HEADER_UNIT, RECENT_HEADING_UNIT
 
 from conftest import RunningServer, all_messages, assert_eventually, new_id
 

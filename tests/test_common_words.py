@@ -16,7 +16,9 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.common_words import (
+from memory_server.memory.identity import Scope
+from memory_server.memory.ports import AsOf
+from memory_server.memory.recall.common_words import (
     MIN_FACTS,
     CommonWords,
     naming,
@@ -24,8 +26,6 @@ from memory_server.memory.common_words import (
     without,
     words,
 )
-from memory_server.memory.identity import Scope
-from memory_server.memory.ports import AsOf
 from memory_server.store.facts import PostgresFactStore
 
 from conftest import RunningServer, ServerFactory, outbox_caught_up

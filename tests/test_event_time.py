@@ -13,7 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.extraction.event_dates import DateparserEvents
-from memory_server.memory.recall import fuse
+from memory_server.memory.recall.rank import fuse
 from memory_server.tokens import TiktokenCounter
 
 from conftest import RunningServer, ServerFactory, new_id, outbox_caught_up

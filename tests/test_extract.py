@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from memory_server.memory.extract import RuleExtractor
-from memory_server.memory.facts import Candidate, FactKind
+from memory_server.memory.facts.model import Candidate, FactKind
+from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.ports import ExtractionInput, Extractor
 
 P, D, G, ID, OT = (
@@ -345,7 +345,7 @@ def test_no_pathological_backtracking() -> None:
 
 def test_the_rule_extractor_imports_no_adapters() -> None:
     code = (
-        "import sys, memory_server.memory.extract, memory_server.memory.restated\n"
+        "import sys, memory_server.memory.learning.extract, memory_server.memory.facts.restated\n"
         "loaded = set(sys.modules)\n"
         "bad = {'grpc', 'asyncpg', 'httpx', 'tenacity'} & {m.split('.')[0] for m in loaded}\n"
         "bad |= {m for m in loaded if m.startswith(('memory_server.openai_http',"

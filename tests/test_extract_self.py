@@ -1,5 +1,5 @@
-"""The offline extractor's self statements (memory/self_statements.py): what the user says of
-their own life outside the rule forms is kept close to their words; chit-chat, the listener,
+"""The offline extractor's self statements (memory/learning/self_statements.py): what the user
+says of their own life outside the rule forms is kept close to their words; chit-chat, the listener,
 pointers without what they point at, questions, hedges, promises and someone else's life
 store nothing. Then the learning path over gRPC: provenance, no duplicate on a restatement,
 and `ltm_self_statements` off."""
@@ -10,9 +10,9 @@ import pytest
 from test_extract_world import _live, _say
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.extract import RuleExtractor
+from memory_server.memory.learning.extract import RuleExtractor
+from memory_server.memory.learning.self_statements import meaningful_words, self_statements
 from memory_server.memory.ports import ExtractionInput
-from memory_server.memory.self_statements import meaningful_words, self_statements
 
 from conftest import ServerFactory, assert_eventually, new_id
 

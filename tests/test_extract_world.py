@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.extract import RuleExtractor
-from memory_server.memory.fact_shape import clashes, shape_of
-from memory_server.memory.facts import Candidate, FactKind
+from memory_server.memory.facts.model import Candidate, FactKind
+from memory_server.memory.facts.shape import clashes, shape_of
+from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.ports import ExtractionInput
 
 from conftest import RunningServer, ServerFactory, assert_eventually, new_id

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from memory_server.extraction.llm_reconciler import LLMReconciler
-from memory_server.memory.facts import (
+from memory_server.memory.facts.model import (
     Candidate,
     Decision,
     FactKind,

@@ -24,7 +24,7 @@ from memory_server.extraction.mem0_extractor import (
     third_person,
 )
 from memory_server.memory.errors import Unavailable
-from memory_server.memory.facts import Candidate, FactKind
+from memory_server.memory.facts.model import Candidate, FactKind
 from memory_server.memory.ports import Embedder, ExtractionInput, Extractor
 
 from fake_openai import FakeLLM

@@ -13,8 +13,8 @@ from memory_server.embedding.minilm import MiniLMBackend
 from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
 from memory_server.index.pgvector import PgVectorIndex
-from memory_server.memory.facts import Candidate, Decision, FactKind, Provenance
-from memory_server.memory.facts import ReconciledCandidate as RC
+from memory_server.memory.facts.model import Candidate, Decision, FactKind, Provenance
+from memory_server.memory.facts.model import ReconciledCandidate as RC
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
 from memory_server.outbox.worker import OutboxWorker

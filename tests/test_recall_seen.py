@@ -1,4 +1,4 @@
-"""Recall's counts off the turn's path (memory.seen): a turn notes which facts it handed back
+"""Recall's counts off the turn's path (memory.recall.seen): a turn notes which facts it handed back
 and one flush per process writes recall_count and last_seen_at, adding up across servers,
 surviving database faults and flushed at shutdown."""
 
@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.seen import SeenRecorder
+from memory_server.memory.recall.seen import SeenRecorder
 from memory_server.store.facts import PostgresFactStore
 
 from conftest import RunningServer, assert_eventually, new_id

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 import pytest
 
 from memory_server.embedding.minilm import MiniLMBackend
-from memory_server.memory.extract import RuleExtractor
-from memory_server.memory.fact_shape import clashes, shape_of
-from memory_server.memory.facts import Candidate, Decision, FactKind, LiveFact
+from memory_server.memory.facts.model import Candidate, Decision, FactKind, LiveFact
+from memory_server.memory.facts.reconcile import SimilarityReconciler
+from memory_server.memory.facts.shape import clashes, shape_of
+from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.ports import Embedder, ExtractionInput, Reconciler
-from memory_server.memory.reconcile import SimilarityReconciler
 
 P, D, G, ID = FactKind.PREFERENCE, FactKind.DECISION, FactKind.GOAL, FactKind.IDENTITY
 ADD, UPDATE, DELETE, NONE = Decision.ADD, Decision.UPDATE, Decision.DELETE, Decision.NONE

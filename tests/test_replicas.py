@@ -18,10 +18,10 @@ import pytest
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
-from memory_server.memory.facts import Candidate, Decision, FactKind, LiveFact, Provenance
-from memory_server.memory.facts import ReconciledCandidate as RC
+from memory_server.memory.facts.model import Candidate, Decision, FactKind, LiveFact, Provenance
+from memory_server.memory.facts.model import ReconciledCandidate as RC
+from memory_server.memory.facts.reconcile import revalidate
 from memory_server.memory.identity import Scope
-from memory_server.memory.reconcile import revalidate
 from memory_server.store.facts import PostgresFactStore
 from memory_server.store.schema import apply_migrations
 

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.extract import RuleExtractor
+from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.ports import ExtractionInput
 
 from conftest import RunningServer, ServerFactory, all_messages, new_id

@@ -1,18 +1,24 @@
-"""The context block's token count is exact without re-tokenizing it (memory.stm units)."""
+"""The context block's token count is exact without re-tokenizing it (memory.conversation.stm
+units)."""
 
 from __future__ import annotations
 
 import random
 from datetime import UTC, datetime
 
-from memory_server.memory.model import (
+from memory_server.memory.conversation.model import (
     LongTermSection,
     RecalledFact,
     Role,
     StoredMessage,
     Summary,
 )
-from memory_server.memory.stm import StmBudget, build_context, message_unit, summary_unit
+from memory_server.memory.conversation.stm import (
+    StmBudget,
+    build_context,
+    message_unit,
+    summary_unit,
+)
 from memory_server.tokens import TiktokenCounter
 
 COUNTER = TiktokenCounter()

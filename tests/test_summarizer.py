@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import pytest
 
 from memory_server.llm.summarizer import OpenAICompatibleSummarizer
+from memory_server.memory.conversation.summary import ExtractiveSummarizer, marker_text
 from memory_server.memory.ports import Summarizer, SummaryTurn
-from memory_server.memory.summary import ExtractiveSummarizer, marker_text
 from memory_server.tokens import TiktokenCounter
 
 from fake_openai import FakeLLM
@@ -209,7 +209,7 @@ async def test_adjacent_markers_merge_and_keep_their_counts() -> None:
 
 def test_domain_summarizer_imports_no_adapters() -> None:
     code = (
-        "import sys, memory_server.memory.summary\n"
+        "import sys, memory_server.memory.conversation.summary\n"
         "bad = {'grpc', 'asyncpg', 'httpx'} & {m.split('.')[0] for m in sys.modules}\n"
         "assert not bad, bad\n"
     )

@@ -18,12 +18,12 @@ import pytest
 from test_reconcile import MODEL
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.extract import RuleExtractor
-from memory_server.memory.facts import Candidate, LiveFact
+from memory_server.memory.facts.model import Candidate, LiveFact
+from memory_server.memory.facts.reconcile import SimilarityReconciler
+from memory_server.memory.facts.restated import Recalled
+from memory_server.memory.facts.values import differ, values_of
+from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.ports import ExtractionInput
-from memory_server.memory.reconcile import SimilarityReconciler
-from memory_server.memory.restated import Recalled
-from memory_server.memory.values import differ, values_of
 
 from conftest import RunningServer, ServerFactory, new_id
 from fake_openai import FakeLLM
@@ -193,7 +193,7 @@ def fact_text(sentence: str) -> str:
 
 def dropped_at_extraction(first: str, second: str) -> bool:
     """Whether the extractor drops the second turn's fact as a repeat of the first, which
-    recall put in that turn's context (memory/restated.py: >= 80 % of its content words), so
+    recall put in that turn's context (memory/facts/restated.py: >= 80 % of its content words), so
     that no reconciler ever sees it."""
     return Recalled([fact_text(first)]).repeats(fact_text(second))
 
@@ -307,7 +307,7 @@ async def test_offline_learning_path_on_value_pairs(start_server: ServerFactory)
     print("\noffline learning path\n" + table)
     # Every pair as labelled: also the UPDATEs whose new fact shares >= 80 % of its words with
     # the recalled old one, which the extractor no longer drops as a repeat when the values
-    # differ (memory/restated.py; the 9 it dropped before: Python 3.11 -> 3.12, JIRA-4411 ->
+    # differ (memory/facts/restated.py; the 9 it dropped before: Python 3.11 -> 3.12, JIRA-4411 ->
     # 9983, 20 -> 40 mg, ...).
     assert not [r for r in results if r[3] != r[4]], table
     assert not any(dropped_at_extraction(p[1], p[2]) for p in PAIRS if p[3] == UPDATE)
@@ -368,7 +368,7 @@ async def test_llm_reconciler_none_is_guarded_on_value_pairs(
 
 async def test_the_guard_changes_a_fact_once(fake_llm: FakeLLM) -> None:
     from memory_server.extraction.llm_reconciler import LLMReconciler
-    from memory_server.memory.facts import Decision, FactKind, ReconciledCandidate
+    from memory_server.memory.facts.model import Decision, FactKind, ReconciledCandidate
 
     kids = LiveFact("fact-1", "version-1", "Has 2 kids", FactKind.IDENTITY)
     three, four = (Candidate(f"Has {n} kids", FactKind.IDENTITY) for n in (3, 4))

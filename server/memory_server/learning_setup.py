@@ -7,11 +7,11 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 
 from memory_server.embedding.pool import EmbeddingPool
-from memory_server.memory.expand import ExpandSettings
-from memory_server.memory.extract import RuleExtractor
+from memory_server.memory.facts.reconcile import SimilarityReconciler
+from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.ltm import LtmSettings
 from memory_server.memory.ports import Extractor, Reconciler
-from memory_server.memory.reconcile import SimilarityReconciler
+from memory_server.memory.recall.expand import ExpandSettings
 from memory_server.settings import Settings
 
 __all__ = ["learning_parts", "ltm_settings"]

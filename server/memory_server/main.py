@@ -33,13 +33,13 @@ from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
 from memory_server.learning_setup import learning_parts, ltm_settings
 from memory_server.logs import configure_logging
 from memory_server.memory.background import finish_or_cancel
+from memory_server.memory.conversation.summary import ExtractiveSummarizer
 from memory_server.memory.errors import Unavailable
+from memory_server.memory.facts.retention import RetentionJob
 from memory_server.memory.ltm import LongTermMemory
 from memory_server.memory.ports import Summarizer
-from memory_server.memory.retention import RetentionJob
-from memory_server.memory.seen import SeenRecorder
-from memory_server.memory.summary import ExtractiveSummarizer
-from memory_server.memory.turns import ConversationMemory
+from memory_server.memory.recall.seen import SeenRecorder
+from memory_server.memory.turn.turns import ConversationMemory
 from memory_server.metrics import LoopLagProbe, Metrics, MetricsEndpoint
 from memory_server.outbox.fresh import FreshIndex
 from memory_server.outbox.links import LinkSettings

@@ -44,19 +44,19 @@ class Settings:
     # same conversation, scoring source * ltm_neighbour_decay (0: not brought in).
     ltm_neighbour_decay: float = 0.75
     # Recall: the vote a fact whose text names a date gets when the question asks about time
-    # ("when", "what year", "how long ago"); 0 turns it off (memory.time_intent).
+    # ("when", "what year", "how long ago"); 0 turns it off (memory.time.intent).
     ltm_time_intent_weight: float = 0.25
     # Recall: a question's words that more than this share of the scope's facts contain (the
     # user's own name) are left out of the question's embedding; 0 embeds it whole
-    # (memory.common_words).
+    # (memory.recall.common_words).
     ltm_common_word_share: float = 0.2
     # Recall: those common words written with a capital name the question's subject; a fact
     # that names none of them scores this times its score; 1 weighs every fact alike
-    # (memory.common_words).
+    # (memory.recall.common_words).
     ltm_off_subject_weight: float = 0.8
     # Offline learning: besides the rule forms, keep what the user says of their own life in
     # plain statements ("Pottery is a big part of my life"), close to their words; false keeps
-    # only the forms (memory.self_statements).
+    # only the forms (memory.learning.self_statements).
     ltm_self_statements: bool = True
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.

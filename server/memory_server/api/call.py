@@ -21,7 +21,7 @@ from memory_server import logs
 from memory_server.api import validation as v
 from memory_server.api.errors import to_status
 from memory_server.memory.identity import Scope
-from memory_server.memory.turns import ConversationMemory
+from memory_server.memory.turn.turns import ConversationMemory
 from memory_server.settings import Settings
 
 log = logging.getLogger(__name__)

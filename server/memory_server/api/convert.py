@@ -11,9 +11,7 @@ from datetime import UTC, datetime
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.memory.errors import InvalidArgument
-from memory_server.memory.facts import FactKind, FactVersion, HistoryEvent
-from memory_server.memory.model import (
+from memory_server.memory.conversation.model import (
     ConversationInfo,
     Feedback,
     FeedbackEntry,
@@ -22,6 +20,8 @@ from memory_server.memory.model import (
     Role,
     StoredMessage,
 )
+from memory_server.memory.errors import InvalidArgument
+from memory_server.memory.facts.model import FactKind, FactVersion, HistoryEvent
 from memory_server.memory.ports import FactLink
 
 _ROLE_TO_PB = {

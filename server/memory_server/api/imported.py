@@ -14,8 +14,8 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_server.api import convert as c
 from memory_server.api import validation as v
 from memory_server.api.call import time_field
+from memory_server.memory.conversation.model import NewMessage
 from memory_server.memory.errors import InvalidArgument
-from memory_server.memory.model import NewMessage
 
 __all__ = ["new_messages"]
 

@@ -15,13 +15,13 @@ from memory_server.api.call import Call, GraphCall, graph_rpc, rpc, time_field
 from memory_server.api.imported import new_messages
 from memory_server.api.secret_fields import refuse_secret
 from memory_server.extraction.secrets import DetectSecretsFilter
+from memory_server.memory.conversation.model import ReplyFields
 from memory_server.memory.errors import Disabled, InvalidArgument
-from memory_server.memory.facts import Decision, FactKind, NewFact
+from memory_server.memory.facts.model import Decision, FactKind, NewFact
 from memory_server.memory.identity import Scope
 from memory_server.memory.ltm import LongTermMemory
-from memory_server.memory.model import ReplyFields
 from memory_server.memory.ports import AsOf, SecretFilter
-from memory_server.memory.turns import ConversationMemory
+from memory_server.memory.turn.turns import ConversationMemory
 from memory_server.settings import Settings
 
 LIST_CONVERSATIONS_PAGE = (50, 500)  # (default, maximum)

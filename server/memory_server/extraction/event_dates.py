@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_server.memory.facts import EventPeriod, EventTime
+from memory_server.memory.facts.model import EventPeriod, EventTime
 
 _RELATIVE = r"(?:last|next|this|past)"
 _UNITS = (

@@ -16,7 +16,7 @@ unreachable endpoint, a timeout, an error status left after the retries, unparse
 invalid decision) sends the whole batch to `fallback.reconcile(...)` with a warning that holds
 no user text.
 
-A NONE whose target names other values than the candidate (memory.values: "Will use Postgres
+A NONE whose target names other values than the candidate (memory.facts.values: "Will use Postgres
 14 for the pilot" for "... Postgres 16 ...") is not "already known", whatever the model says:
 it becomes an UPDATE of that fact when the candidate is it with a changed figure (the offline
 reconciler's rule) and the model changes that fact nowhere else, else an ADD.
@@ -35,9 +35,9 @@ from typing import Any
 from memory_server.extraction.prompt_facts import clip, most_related
 from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import MemoryServiceError
-from memory_server.memory.facts import Candidate, Decision, LiveFact, ReconciledCandidate
+from memory_server.memory.facts.model import Candidate, Decision, LiveFact, ReconciledCandidate
+from memory_server.memory.facts.values import changed, differ, values_of
 from memory_server.memory.ports import Reconciler
-from memory_server.memory.values import changed, differ, values_of
 from memory_server.openai_http import ChatClient
 
 logger = logging.getLogger(__name__)

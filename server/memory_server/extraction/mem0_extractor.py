@@ -46,8 +46,8 @@ from memory_server.extraction.mem0_wording import Found, fact_kind, third_person
 from memory_server.extraction.prompt_facts import most_related
 from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import MemoryServiceError, Unavailable
-from memory_server.memory.extract import RuleExtractor
-from memory_server.memory.facts import Candidate
+from memory_server.memory.facts.model import Candidate
+from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.ports import Embedder, ExtractionInput
 from memory_server.openai_http import ChatClient, EndpointError
 

@@ -16,12 +16,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memory_server.memory.extract import RuleExtractor
-from memory_server.memory.fact_shape import normalise
-from memory_server.memory.facts import Candidate, FactKind
+from memory_server.memory.facts.model import Candidate, FactKind
+from memory_server.memory.facts.restated import Recalled, unique
+from memory_server.memory.facts.shape import normalise
+from memory_server.memory.learning.extract import RuleExtractor
+from memory_server.memory.learning.words import content_words, third_singular
 from memory_server.memory.ports import ExtractionInput
-from memory_server.memory.restated import Recalled, unique
-from memory_server.memory.words import content_words, third_singular
 
 MAX_CANDIDATES = 20
 MAX_FACT_CHARS = 400

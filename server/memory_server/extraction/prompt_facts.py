@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from memory_server.memory.words import content_words
+from memory_server.memory.learning.words import content_words
 
 
 def most_related(texts: Sequence[str], queries: Sequence[str], limit: int) -> list[int]:

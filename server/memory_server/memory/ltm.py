@@ -20,11 +20,9 @@ from datetime import datetime
 from typing import TypeVar
 
 from memory_server.memory.background import finish_or_cancel
-from memory_server.memory.common_words import CommonWords, VectorQuestion, subject_weight
+from memory_server.memory.conversation.model import LongTermSection, RecalledFact
 from memory_server.memory.errors import NotFound, Unavailable
-from memory_server.memory.event_time import asked_when, dated, said_when
-from memory_server.memory.expand import ExpandSettings, expand, seeds
-from memory_server.memory.facts import (
+from memory_server.memory.facts.model import (
     AppliedChange,
     Candidate,
     Decision,
@@ -36,8 +34,8 @@ from memory_server.memory.facts import (
     Provenance,
     ReconciledCandidate,
 )
+from memory_server.memory.facts.reconcile import LiveFactsChanged, revalidate, revision
 from memory_server.memory.identity import Scope
-from memory_server.memory.model import LongTermSection, RecalledFact
 from memory_server.memory.ports import (
     Applying,
     AsOf,
@@ -56,10 +54,12 @@ from memory_server.memory.ports import (
     Telemetry,
     VectorIndex,
 )
-from memory_server.memory.recall import ScoredFact, is_standing_instruction, rank
-from memory_server.memory.reconcile import LiveFactsChanged, revalidate, revision
-from memory_server.memory.seen import SeenRecorder
-from memory_server.memory.time_intent import dated_vote
+from memory_server.memory.recall.common_words import CommonWords, VectorQuestion, subject_weight
+from memory_server.memory.recall.expand import ExpandSettings, expand, seeds
+from memory_server.memory.recall.rank import ScoredFact, is_standing_instruction, rank
+from memory_server.memory.recall.seen import SeenRecorder
+from memory_server.memory.time.event_time import asked_when, dated, said_when
+from memory_server.memory.time.intent import dated_vote
 
 log = logging.getLogger(__name__)
 A = TypeVar("A")
@@ -82,13 +82,13 @@ class LtmSettings:
     score_threshold: float
     max_facts_per_scope: int
     expansion: ExpandSettings = ExpandSettings()
-    # The vote a dated fact gets when the question asks about time (memory.time_intent).
+    # The vote a dated fact gets when the question asks about time (memory.time.intent).
     time_intent_weight: float = 0.0
     # A question's words that more than this share of the scope's facts contain are left out
-    # of what the vector signal embeds (memory.common_words); 0 embeds the question whole.
+    # of what the vector signal embeds (memory.recall.common_words); 0 embeds the question whole.
     common_word_share: float = 0.0
     # What a fact that names none of the question's subjects (its common words written with a
-    # capital, memory.common_words) is weighed by; 1 weighs every fact alike.
+    # capital, memory.recall.common_words) is weighed by; 1 weighs every fact alike.
     off_subject_weight: float = 1.0
 
 
@@ -162,7 +162,7 @@ class LongTermMemory:
         seen: SeenRecorder | None = None,
     ) -> None:
         self._store = store
-        # Recall notes what it handed back; a background flush counts it (memory.seen).
+        # Recall notes what it handed back; a background flush counts it (memory.recall.seen).
         self._seen = seen
         self._events = events
         self._telemetry = telemetry or NoTelemetry()
@@ -226,7 +226,7 @@ class LongTermMemory:
         )
 
     def _subject_weight(self, subjects: Sequence[str]) -> Callable[[FactVersion], float] | None:
-        """A version's weight by the question's subjects (memory.common_words)."""
+        """A version's weight by the question's subjects (memory.recall.common_words)."""
         of_text = subject_weight(subjects, self._settings.off_subject_weight)
         return None if of_text is None else lambda version: of_text(version.text)
 
@@ -240,7 +240,7 @@ class LongTermMemory:
         as_of: AsOf,
         weight: Callable[[FactVersion], float] | None = None,
     ) -> list[ScoredFact]:
-        """The hook for what recall adds after ranking: one hop along links (memory.expand),
+        """The hook for what recall adds after ranking: one hop along links (memory.recall.expand),
         one more query, only when the best hits have any."""
         followed = seeds(ranked, self._expansion)
         if not followed:

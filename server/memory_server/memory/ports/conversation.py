@@ -7,8 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from memory_server.memory.identity import Scope
-from memory_server.memory.model import (
+from memory_server.memory.conversation.model import (
     AppendOutcome,
     ContextCandidates,
     ConversationInfo,
@@ -19,6 +18,7 @@ from memory_server.memory.model import (
     StoredMessage,
     Summary,
 )
+from memory_server.memory.identity import Scope
 
 T = TypeVar("T")
 Item = TypeVar("Item")

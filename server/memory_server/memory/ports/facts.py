@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from memory_server.memory.facts import (
+from memory_server.memory.facts.model import (
     AppliedChange,
     FactVersion,
     HistoryEvent,

@@ -9,15 +9,15 @@ from datetime import datetime
 
 import asyncpg
 
-from memory_server.memory.errors import InvalidArgument, NotFound
-from memory_server.memory.identity import Scope
-from memory_server.memory.model import (
+from memory_server.memory.conversation.model import (
     ConversationInfo,
     Feedback,
     FeedbackEntry,
     Page,
     StoredMessage,
 )
+from memory_server.memory.errors import InvalidArgument, NotFound
+from memory_server.memory.identity import Scope
 from memory_server.store.conversations._sql import (
     BIGINT_MAX,
     CONVERSATION_COLUMNS,

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from memory_server.memory.conversation.model import AppendOutcome, NewMessage, StoredMessage
 from memory_server.memory.errors import AlreadyExists, NotFound
 from memory_server.memory.identity import Scope
-from memory_server.memory.model import AppendOutcome, NewMessage, StoredMessage
 from memory_server.store.conversations._sql import MESSAGE_COLUMNS, no_conversation, read_message
 
 _APPEND = """

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncpg
 
+from memory_server.memory.conversation.model import ConversationInfo, Feedback, Role, StoredMessage
 from memory_server.memory.errors import NotFound
 from memory_server.memory.identity import Scope
-from memory_server.memory.model import ConversationInfo, Feedback, Role, StoredMessage
 from memory_server.store.rows import row_reader
 
 # The largest seq, key or bound PostgreSQL's bigint holds.

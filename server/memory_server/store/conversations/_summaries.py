@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from memory_server.memory.conversation.model import ContextCandidates, StoredMessage, Summary
 from memory_server.memory.identity import Scope
-from memory_server.memory.model import ContextCandidates, StoredMessage, Summary
 from memory_server.store.conversations._sql import BIGINT_MAX, FIND_CONVERSATION, read_message
 from memory_server.store.scope_lock import lock_scope
 

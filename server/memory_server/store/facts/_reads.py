@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from memory_server.memory.errors import NotFound
-from memory_server.memory.facts import FactVersion, HistoryEvent, LiveFact
+from memory_server.memory.facts.model import FactVersion, HistoryEvent, LiveFact
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
 from memory_server.store.facts._sql import (

@@ -8,7 +8,7 @@ import uuid
 import asyncpg
 
 from memory_server.memory.errors import InvalidArgument
-from memory_server.memory.facts import FactKind, FactVersion, LiveFact
+from memory_server.memory.facts.model import FactKind, FactVersion, LiveFact
 from memory_server.memory.identity import Scope
 from memory_server.store.rows import row_reader
 

@@ -10,7 +10,7 @@ from datetime import datetime
 import asyncpg
 
 from memory_server.memory.errors import NotFound
-from memory_server.memory.facts import Candidate, Provenance
+from memory_server.memory.facts.model import Candidate, Provenance
 from memory_server.store.facts._sql import LIVE, fact_uuid
 
 

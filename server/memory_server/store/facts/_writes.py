@@ -10,7 +10,7 @@ from datetime import datetime
 
 import asyncpg
 
-from memory_server.memory.facts import (
+from memory_server.memory.facts.model import (
     AppliedChange,
     Decision,
     LiveFact,
@@ -19,7 +19,7 @@ from memory_server.memory.facts import (
 )
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import Applying, Revise
-from memory_server.memory.seen import Seen
+from memory_server.memory.recall.seen import Seen
 from memory_server.store.facts._sql import LIVE, live_facts
 from memory_server.store.facts._writer import FactWriter
 from memory_server.store.scope_lock import lock_scope
@@ -83,7 +83,7 @@ class FactWrites:
         return out
 
     async def record_seen(self, seen: Mapping[str, Seen]) -> None:
-        """Recall's counts (memory.seen), one statement per flush: each fact's recall_count
+        """Recall's counts (memory.recall.seen), one statement per flush: each fact's recall_count
         grows by its count and its last_seen_at moves forward, never back, so flushes from
         several servers add up in any order. Rows are locked in id order, so two servers'
         flushes over the same facts wait for each other instead of deadlocking."""

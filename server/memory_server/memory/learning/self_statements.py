@@ -1,10 +1,10 @@
 """What the user says of their own life outside the rule forms, kept close to their words.
 
-The forms of memory/extract_rules.py and memory/world_rules.py read the statements that have a
-shape ("my manager is Tom", "I moved to Lisbon", "I ran a marathon last Sunday"). Most of what
-people tell about themselves has none: "Pottery is a huge part of my life", "I've been working
-hard on my online store and teamed up with a local artist", "We usually watch a few movies at
-Thanksgiving". A sentence the forms left alone is kept as a fact, in third person, when all of
+The forms of memory/learning/extract_rules.py and memory/learning/world_rules.py read the statements
+that have a shape ("my manager is Tom", "I moved to Lisbon", "I ran a marathon last Sunday"). Most
+of what people tell about themselves has none: "Pottery is a huge part of my life", "I've been
+working hard on my online store and teamed up with a local artist", "We usually watch a few movies
+at Thanksgiving". A sentence the forms left alone is kept as a fact, in third person, when all of
 these hold:
 
 - it is a plain statement: no question, hedge, hypothetical or one-off scope, no reported
@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import re
 
-from memory_server.memory.extract_rules import (
+from memory_server.memory.facts.shape import PEOPLE, words
+from memory_server.memory.learning.extract_rules import (
     EPHEMERAL_RE,
     HEDGE_RE,
     IMPERATIVE_RE,
@@ -48,9 +49,8 @@ from memory_server.memory.extract_rules import (
     strip_fillers,
     swap_person,
 )
-from memory_server.memory.fact_shape import PEOPLE, words
-from memory_server.memory.words import third_singular
-from memory_server.memory.world_rules import (
+from memory_server.memory.learning.words import third_singular
+from memory_server.memory.learning.world_rules import (
     IRREGULAR_PAST,
     SECOND_PERSON_RE,
     TECHNICAL_RE,

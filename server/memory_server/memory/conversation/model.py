@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from memory_server.memory.facts import EventTime
+from memory_server.memory.facts.model import EventTime
 
 T = TypeVar("T")
 
@@ -31,7 +31,7 @@ class NewMessage:
     role: Role
     content: str
     tokens: int  # of the content
-    context_tokens: int  # of the message's unit in the context block (memory.stm)
+    context_tokens: int  # of the message's unit in the context block (memory.conversation.stm)
     message_id: str  # empty: the domain generates one
     model: str = ""
     parent_id: str = ""
@@ -49,7 +49,7 @@ class StoredMessage:
     role: Role
     content: str
     tokens: int  # of the content
-    context_tokens: int  # of the message's unit in the context block (memory.stm)
+    context_tokens: int  # of the message's unit in the context block (memory.conversation.stm)
     created_at: datetime
     model: str = ""
     parent_id: str = ""
@@ -80,7 +80,7 @@ class ConversationInfo:
 class Summary:
     content: str
     tokens: int  # of the content
-    context_tokens: int  # of the summary's unit in the context block (memory.stm)
+    context_tokens: int  # of the summary's unit in the context block (memory.conversation.stm)
     through_seq: int  # watermark: covers every message of the conversation with seq <= this
     through_message_id: str
 

@@ -5,7 +5,7 @@ in the same batch (two identical candidates yield one ADD and one NONE; a NONE o
 that points at a fact added earlier in the batch has no target: that fact has no id yet):
 
 * NONE    same normalised text as a fact, or cosine >= `duplicate_at` with a fact it does not
-          clash with (see below) and that names the same values (memory.values: numbers,
+          clash with (see below) and that names the same values (memory.facts.values: numbers,
           versions, codes, dates, names): already known. A retraction whose best match is below
           `related_at` is NONE with no target: there is nothing to retract.
 * DELETE  a retraction whose best match (any kind) is >= `related_at`; a fact that holds the
@@ -18,7 +18,7 @@ that points at a fact added earlier in the batch has no target: that fact has no
           answers").
 * ADD     anything else.
 
-Slot rules (memory.fact_shape) tell a restatement from a contradiction.
+Slot rules (memory.facts.shape) tell a restatement from a contradiction.
 
 A fact the candidate clashes with is never its near-duplicate, however similar: the candidate
 UPDATEs it.
@@ -38,7 +38,14 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from memory_server.memory.fact_shape import (
+from memory_server.memory.facts.model import (
+    Candidate,
+    Decision,
+    FactKind,
+    LiveFact,
+    ReconciledCandidate,
+)
+from memory_server.memory.facts.shape import (
     FactShape,
     about_other_slots,
     clashes,
@@ -46,15 +53,8 @@ from memory_server.memory.fact_shape import (
     opposed,
     shape_of,
 )
-from memory_server.memory.facts import (
-    Candidate,
-    Decision,
-    FactKind,
-    LiveFact,
-    ReconciledCandidate,
-)
+from memory_server.memory.facts.values import Values, changed, differ, values_of
 from memory_server.memory.ports import Embedder, Revise
-from memory_server.memory.values import Values, changed, differ, values_of
 
 
 @dataclass(slots=True)

@@ -7,10 +7,10 @@ import functools
 from collections import Counter
 from collections.abc import Sequence
 
-from memory_server.memory.fact_shape import normalise, same_slot, shape_of
-from memory_server.memory.facts import Candidate
-from memory_server.memory.values import introduces, values_of
-from memory_server.memory.words import content_words
+from memory_server.memory.facts.model import Candidate
+from memory_server.memory.facts.shape import normalise, same_slot, shape_of
+from memory_server.memory.facts.values import introduces, values_of
+from memory_server.memory.learning.words import content_words
 
 _shape = functools.lru_cache(maxsize=16384)(shape_of)
 _key = functools.lru_cache(maxsize=16384)(normalise)
@@ -27,7 +27,8 @@ class Recalled:
 
     def repeats(self, text: str) -> bool:
         """True when `text` is a recalled text again: the same words, or >= 80 % of its
-        content words in one recalled text, naming no figure or name it does not (memory.values)."""
+        content words in one recalled text, naming no figure or name it does not
+        (memory.facts.values)."""
         if not self._texts:
             return False
         if self._keys is None:

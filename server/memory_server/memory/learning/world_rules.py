@@ -1,5 +1,5 @@
-"""The rule extractor's vocabulary for the user's world (memory/extract.py says how a clause
-is read): their people, work, places, possessions, health and constraints, plans and dated
+"""The rule extractor's vocabulary for the user's world (memory/learning/extract.py says how a
+clause is read): their people, work, places, possessions, health and constraints, plans and dated
 events. Each form is anchored at the start of a first-person clause, as the preference rules
 are, so "my sister likes jazz" or "he moved to Rome" match nothing.
 
@@ -31,7 +31,7 @@ are, so "my sister likes jazz" or "he moved to Rome" match nothing.
       → Is taking a pottery class / Has been playing basketball for a year
     (none of them about the moment's work: "I ran the loader job yesterday", "I have a graph")
 
-Slots (memory.fact_shape): manager (also boss, supervisor, "Reports to"), location ("Lives
+Slots (memory.facts.shape): manager (also boss, supervisor, "Reports to"), location ("Lives
 in", "Moved to"), employer; a person's name and a person's description ("Sister is a nurse")
 are different slots, so the one does not replace the other.
 """
@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import re
 
-from memory_server.memory.fact_shape import PEOPLE, words
-from memory_server.memory.facts import FactKind
+from memory_server.memory.facts.model import FactKind
+from memory_server.memory.facts.shape import PEOPLE, words
 
 _G, _I, _O = FactKind.GOAL, FactKind.IDENTITY, FactKind.OTHER
 

@@ -24,7 +24,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from memory_server.memory.fact_shape import normalise
+from memory_server.memory.facts.shape import normalise
 
 _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december|"

@@ -13,11 +13,11 @@ import asyncio
 import logging
 
 from memory_server.memory.background import finish_or_cancel
+from memory_server.memory.conversation.model import Summary
+from memory_server.memory.conversation.stm import StmBudget, plan_fold, summary_unit
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.identity import Scope
-from memory_server.memory.model import Summary
 from memory_server.memory.ports import ConversationStore, Summarizer, SummaryTurn, TokenCounter
-from memory_server.memory.stm import StmBudget, plan_fold, summary_unit
 
 log = logging.getLogger(__name__)
 

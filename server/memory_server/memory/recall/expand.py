@@ -9,7 +9,7 @@ scores below its source:
 
 so it never outranks what brought it in; a fact found both ways keeps its better score. A linked
 fact or neighbour that does not name the question's subject is weighed like a direct hit that
-does not (`weight`, memory.common_words).
+does not (`weight`, memory.recall.common_words).
 
 The same hits also bring in their neighbours: the facts said just before and just after them in
 the same conversation (provenance; README "Neighbours"), at
@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memory_server.memory.facts import FactVersion
+from memory_server.memory.facts.model import FactVersion
 from memory_server.memory.ports import LinkedVersion
-from memory_server.memory.recall import ScoredFact
+from memory_server.memory.recall.rank import ScoredFact
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ favourite/preferred/default anything) and for the user's people ("my manager/sis
 The user's world (people, work, places, possessions, health and constraints, plans, dated
 events: "I report to Ann", "I moved to Lisbon", "I have a dog named Max", "I'm allergic to
 peanuts", "we're going to Rome in May", "I ran a marathon last Sunday") is read by the forms in
-memory/world_rules.py, tried before the ones above, with what the speaker cares about ("I'm
+memory/learning/world_rules.py, tried before the ones above, with what the speaker cares about ("I'm
 passionate about X", "I believe in X") and their plans ("I'm gonna keep training"). A past
 event is kept with or without its date ("I went to a support group") unless it names the
 moment's work or talk ("I added a new column", "I made a mistake", "I saw your post"; those
@@ -72,7 +72,9 @@ from __future__ import annotations
 import asyncio
 import re
 
-from memory_server.memory.extract_rules import (
+from memory_server.memory.facts.model import Candidate, FactKind
+from memory_server.memory.facts.restated import Recalled, unique
+from memory_server.memory.learning.extract_rules import (
     CHANGE_RE,
     CLAUSE_RE,
     DEICTIC_RE,
@@ -103,12 +105,9 @@ from memory_server.memory.extract_rules import (
     strip_fillers,
     swap_person,
 )
-from memory_server.memory.facts import Candidate, FactKind
-from memory_server.memory.ports import ExtractionInput
-from memory_server.memory.restated import Recalled, unique
-from memory_server.memory.self_statements import POINTER_RE, self_statements
-from memory_server.memory.words import third_singular
-from memory_server.memory.world_rules import (
+from memory_server.memory.learning.self_statements import POINTER_RE, self_statements
+from memory_server.memory.learning.words import third_singular
+from memory_server.memory.learning.world_rules import (
     DATED_RE,
     SECOND_PERSON_RE,
     TECHNICAL_RE,
@@ -118,6 +117,7 @@ from memory_server.memory.world_rules import (
     person_fact,
     undated_event,
 )
+from memory_server.memory.ports import ExtractionInput
 
 NAME = "rules-v1"
 _INLINE_CHARS = 4096
@@ -125,7 +125,7 @@ _INLINE_CHARS = 4096
 
 class RuleExtractor:
     """Extractor that needs no model: rules over the user's sentences (see module doc).
-    `self_statements` off keeps only the rule forms (memory/self_statements.py)."""
+    `self_statements` off keeps only the rule forms (memory/learning/self_statements.py)."""
 
     def __init__(self, *, self_statements: bool = True) -> None:
         self._self_statements = self_statements

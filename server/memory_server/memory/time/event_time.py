@@ -2,7 +2,7 @@
 an AppendMessages import keeps from the original; AddFact's valid time), and the date its text
 speaks of ("yesterday", "last week", "next month", "in 2022") is resolved against that moment,
 so that "When did she go?" can be answered from memory alone. A question's own date is
-resolved the same way, for recall (memory.time_intent)."""
+resolved the same way, for recall (memory.time.intent)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from memory_server.memory.facts import Candidate, EventTime
+from memory_server.memory.facts.model import Candidate, EventTime
 from memory_server.memory.ports import EventDates
 
 

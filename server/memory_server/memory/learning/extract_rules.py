@@ -1,6 +1,6 @@
-"""The rule extractor's vocabulary (memory/extract.py says what it does with it): the clause
-forms that state a fact (`RULES`) or retract one (`RETRACT_RULES`), what marks a clause as not
-a lasting fact of the user's (questions, hedges, one-off scope, reported words, pointing at the
+"""The rule extractor's vocabulary (memory/learning/extract.py says what it does with it): the
+clause forms that state a fact (`RULES`) or retract one (`RETRACT_RULES`), what marks a clause as
+not a lasting fact of the user's (questions, hedges, one-off scope, reported words, pointing at the
 moment), the attributes "my <attribute> is ..." may be about, and the rewrites to third person.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from memory_server.memory.facts import FactKind
-from memory_server.memory.words import third_singular
-from memory_server.memory.world_rules import WORLD_FIRST, WORLD_RETRACTIONS
+from memory_server.memory.facts.model import FactKind
+from memory_server.memory.learning.words import third_singular
+from memory_server.memory.learning.world_rules import WORLD_FIRST, WORLD_RETRACTIONS
 
 _P, _D, _G, _I, _O = (
     FactKind.PREFERENCE,

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from memory_server.memory.facts import EventPeriod, EventTime, FactVersion
+from memory_server.memory.facts.model import EventPeriod, EventTime, FactVersion
 
 _TIME_INTENT = re.compile(
     r"\b(?:when|what (?:year|month|date|day|time)|which (?:year|month|day)|how long ago"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 
-from memory_server.memory.fact_shape import normalise
+from memory_server.memory.facts.shape import normalise
 
 _STOP_WORDS = """
     i me my we our us you your the a an to of in on for and or is are am be been it its that this

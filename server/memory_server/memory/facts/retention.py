@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import FactStore, ScopeExecutor
-from memory_server.memory.seen import SeenRecorder
+from memory_server.memory.recall.seen import SeenRecorder
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from memory_server.memory.compaction import Compactor
-from memory_server.memory.identity import Scope
-from memory_server.memory.ltm import LearnInput, LongTermMemory
-from memory_server.memory.model import (
+from memory_server.memory.conversation.compaction import Compactor
+from memory_server.memory.conversation.model import (
     AppendOutcome,
     CompletedTurn,
     ContextCandidates,
@@ -35,17 +33,19 @@ from memory_server.memory.model import (
     StartedTurn,
     StoredMessage,
 )
+from memory_server.memory.conversation.stm import (
+    StmBudget,
+    build_context,
+    message_unit,
+)
+from memory_server.memory.identity import Scope
+from memory_server.memory.ltm import LearnInput, LongTermMemory
 from memory_server.memory.ports import (
     ConversationStore,
     ScopeExecutor,
     SecretFilter,
     Summarizer,
     TokenCounter,
-)
-from memory_server.memory.stm import (
-    StmBudget,
-    build_context,
-    message_unit,
 )
 
 log = logging.getLogger(__name__)

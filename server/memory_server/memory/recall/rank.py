@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from memory_server.memory.fact_shape import normalise, shape_of
-from memory_server.memory.facts import FactVersion
+from memory_server.memory.facts.model import FactVersion
+from memory_server.memory.facts.shape import normalise, shape_of
 
-# Slots (memory.fact_shape) that describe how the assistant should answer.
+# Slots (memory.facts.shape) that describe how the assistant should answer.
 _ANSWER_STYLE_SLOTS = frozenset({"language", "verbosity", "format", "tone", "units"})
 # The extractor's form of an instruction, and the imperative a person types into AddFact.
 _INSTRUCTION_OPENINGS = (
@@ -56,7 +56,7 @@ class ScoredFact:
     score: float
     vector_score: float
     lexical_score: float
-    # Set when the fact was reached along a link (memory.expand): the version it came from.
+    # Set when the fact was reached along a link (memory.recall.expand): the version it came from.
     via: str = ""
 
 
@@ -84,8 +84,8 @@ def rank(
 ) -> list[ScoredFact]:
     """Scores every version found by either signal; best first, at least `threshold`, at most
     `top_k` (None: all). Ties go to the more recently recorded version. `extra_vote`
-    (memory.time_intent) adds one more vote to the OR per version; `weight` (the question's
-    subject, memory.common_words) multiplies the result."""
+    (memory.time.intent) adds one more vote to the OR per version; `weight` (the question's
+    subject, memory.recall.common_words) multiplies the result."""
     scored = []
     for version_id, version in versions.items():
         vector = max(0.0, cosines.get(version_id, 0.0))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC
 
-from memory_server.memory.model import (
+from memory_server.memory.conversation.model import (
     LongTermSection,
     MemoryContext,
     RecalledFact,

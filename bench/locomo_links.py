@@ -36,6 +36,7 @@ from locomo_recall import (
     ask_all,
     bounded,
     ingest,
+    served,
     username,
     wait_for_index,
 )
@@ -176,12 +177,14 @@ async def read_phase(
 ) -> dict[str, Any]:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
-        plain, lat = await ask_all(stub, conversations, fact_to_turn, max(KS), 1, "search")
-        filtered = plain
+        hits, lat = await ask_all(stub, conversations, fact_to_turn, max(KS), 1, "search")
+        # Scored by the turns the server ranks (each hit's dia_id), in its order.
+        plain = filtered = served(hits)
         if after_ingest is not None:
-            filtered, _ = await ask_all(
+            hits_as_of, _ = await ask_all(
                 stub, conversations, fact_to_turn, max(KS), 1, "as-of", as_of=after_ingest
             )
+            filtered = served(hits_as_of)
     return {
         "recall": recall_table(plain, KS),
         "R@10_as_of": recall_table(filtered, KS)["all"]["R@10"] if after_ingest else None,

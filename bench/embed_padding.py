@@ -57,8 +57,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for backend in backends.values():
         backend.load()
         backend.embed_batch(next(iter(sets.values()))[: args.batch])  # warm-up
-    tokenizer = backends[UNBOUNDED]._tokenizer
-    assert tokenizer is not None
     rates: dict[str, dict[str, list[float]]] = {name: {m[0]: [] for m in modes} for name in sets}
     for _ in range(args.rounds):
         for name, texts in sets.items():
@@ -66,7 +64,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 rates[name][label].append(rate(backends[budget], texts, batch))
     out: dict[str, Any] = {"texts": args.texts, "batch": args.batch, "sets": {}}
     for name, texts in sets.items():
-        lengths = [len(tokenizer.encode(t).ids) for t in texts]
+        lengths = backends[UNBOUNDED].token_counts(texts)
         padded = statistics.median(rates[name][modes[1][0]])
         rows = [
             {

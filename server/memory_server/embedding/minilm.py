@@ -151,6 +151,16 @@ class MiniLMBackend:
         vectors: list[list[float]] = unit.tolist()
         return vectors
 
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """The tokens the model sees of each text, in order: special tokens included,
+        truncated to `max_tokens`, so what a sub-batch pads to. Loads the model first if
+        needed."""
+        if self._session is None:
+            self.load()
+        tokenizer = self._tokenizer
+        assert tokenizer is not None
+        return [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
+
     def _run(self, ids: list[list[int]]) -> Any:
         """One model call: token ids padded to the longest, mean-pooled, unit length."""
         import numpy as np

@@ -169,7 +169,7 @@ async def outbox_caught_up(memory: RunningServer, timeout_s: float = 60.0) -> No
     (the first embedding loads the model: on a busy machine that takes a while)."""
     outbox = memory.server.outbox
     assert outbox is not None
-    outbox.notify()
+    outbox.facts_changed()
 
     async def caught_up() -> bool:
         return (await outbox.status())[0] == 0

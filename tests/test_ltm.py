@@ -50,7 +50,7 @@ async def _indexed(memory: RunningServer) -> None:
     """Waits until the outbox actor has moved every committed change into the index."""
     outbox = memory.server.outbox
     assert outbox is not None
-    outbox.notify()
+    outbox.facts_changed()
 
     async def caught_up() -> bool:
         return (await outbox.status())[0] == 0

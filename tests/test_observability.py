@@ -196,7 +196,7 @@ async def test_logs_carry_request_id_and_scope_hash_never_the_text(
     assert entry["request_id"] == "req-7"
     assert entry["scope_hash"] == Scope(scope["username"], scope["graphname"]).scope_hash
     assert entry["rpc_method"] == "/graphrag.memory.v1.MemoryService/CompleteTurn"
-    assert entry["level"] == "INFO" and entry["logger"] == "memory_server.memory.ltm"
+    assert entry["level"] == "INFO" and entry["logger"] == "memory_server.memory.learning.reading"
     assert secret not in caplog.text and "password" not in caplog.text
 
 

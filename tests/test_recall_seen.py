@@ -40,7 +40,7 @@ async def _add(memory: RunningServer, scope: dict[str, str], text: str) -> str:
 async def _indexed(memory: RunningServer) -> None:
     outbox = memory.server.outbox
     assert outbox is not None
-    outbox.notify()
+    outbox.facts_changed()
 
     async def indexed() -> bool:
         return (await outbox.status())[0] == 0

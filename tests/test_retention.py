@@ -32,7 +32,7 @@ async def _age(database_url: str, fact_id: str, days: int) -> None:
 async def _caught_up(memory: RunningServer) -> None:
     outbox = memory.server.outbox
     assert outbox is not None
-    outbox.notify()
+    outbox.facts_changed()
 
     async def done() -> bool:
         return (await outbox.status())[0] == 0

@@ -179,7 +179,7 @@ async def test_a_migrated_server_recalls_without_embedding_again(
         assert vectors(old, LEGACY_VECTOR_ATTRIBUTE) == {}
         outbox = migrated.server.outbox
         assert outbox is not None
-        outbox.notify()
+        outbox.facts_changed()
         await asyncio.sleep(0.5)
         assert (await outbox.status())[0] == 0
         registry = migrated.server.metrics.registry

@@ -60,7 +60,7 @@ async def _versions(database_url: str, scope: dict[str, str]) -> int:
 async def _drained(memory: RunningServer) -> None:
     outbox = memory.server.outbox
     assert outbox is not None
-    outbox.notify()
+    outbox.facts_changed()
 
     async def done() -> bool:
         return (await outbox.status())[0] == 0

@@ -26,17 +26,15 @@ from memory_server.embedding.backend import AsyncEmbeddingBackend, EmbeddingBack
 from memory_server.embedding.minilm import MiniLMBackend
 from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
-from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.extraction.secret_process import ProcessSecretFilter
 from memory_server.index.pgvector import Hnsw, PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
-from memory_server.learning_setup import learning_parts, ltm_settings
 from memory_server.logs import configure_logging
+from memory_server.long_term import LongTerm, long_term
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.conversation.summary import ExtractiveSummarizer
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.facts.retention import RetentionJob
-from memory_server.memory.ltm import LongTermMemory
 from memory_server.memory.ports import Summarizer
 from memory_server.memory.recall.seen import SeenRecorder
 from memory_server.memory.turn.turns import ConversationMemory
@@ -76,7 +74,7 @@ class MemoryServer:
         self.metrics_port = 0
         self._serving = False
         self.database_dsn = ""
-        self.ltm: LongTermMemory | None = None
+        self.long_term: LongTerm | None = None
         self.index: PgVectorIndex | TigerGraphIndex | None = None
         self.outbox: OutboxWorker | None = None
         self.embedder: EmbeddingPool | None = None
@@ -121,7 +119,13 @@ class MemoryServer:
             ],
         )
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-            MemoryServicer(settings, servicer_memory, self.ltm), server
+            MemoryServicer(
+                settings,
+                servicer_memory,
+                self.long_term.recall if self.long_term else None,
+                self.long_term.facts if self.long_term else None,
+            ),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if settings.reflection:
@@ -184,11 +188,13 @@ class MemoryServer:
         self._stack.push_async_callback(registry.close, settings.shutdown_grace_seconds)
         secrets = ProcessSecretFilter()  # stopped after everything that scans
         self._stack.push_async_callback(asyncio.to_thread, secrets.close)
-        self.ltm = ltm = await self._start_long_term(settings, pool, registry, backend, secrets)
+        self.long_term = ltm = await self._start_long_term(
+            settings, pool, registry, backend, secrets
+        )
         self.metrics.observe_state(
             actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
             outbox=lambda: outbox_stats(pool),
-            learning=lambda: ltm.learning_pending,
+            learning=lambda: ltm.learning.pending,
             index=self.index.backlog if isinstance(self.index, TigerGraphIndex) else None,
         )
         memory = ConversationMemory(
@@ -199,7 +205,8 @@ class MemoryServer:
             budget_tokens=settings.stm_context_tokens,
             summary_max_tokens=settings.summary_max_tokens,
             inline_after_reply=not settings.fact_extract_async,
-            ltm=self.ltm,
+            recall=ltm.recall,
+            learning=ltm.learning,
             redactor=secrets if settings.redact_secrets else None,
         )
         # Closed first (exit stack order): compactions and extractions use everything else.
@@ -213,7 +220,7 @@ class MemoryServer:
         registry: ActorRegistry,
         backend: EmbeddingBackend | AsyncEmbeddingBackend,
         secrets: ProcessSecretFilter,
-    ) -> LongTermMemory:
+    ) -> LongTerm:
         """The embedding pool, the vector index and the outbox actor. Nothing here loads a
         model or touches the index until a scope has facts."""
         embedder = EmbeddingPool(
@@ -249,26 +256,22 @@ class MemoryServer:
             registry,
             retention_days=settings.ltm_retention_days,
             interval_s=settings.retention_interval_seconds,
-            on_change=self.outbox.notify,
+            outbox=self.outbox,
             seen=seen,
         )
         await self.retention.start()
         self._stack.push_async_callback(self.retention.close)
-        extractor, fallback_extractor, reconciler = learning_parts(settings, embedder, self._stack)
-        return LongTermMemory(
+        return long_term(
+            settings,
             store=facts,
             index=FreshIndex(self.index, facts, embedder),  # reads its own writes
             embedder=embedder,
-            extractor=extractor,
-            fallback_extractor=fallback_extractor,
-            reconciler=reconciler,
-            secrets=secrets,
             executor=registry,
-            settings=ltm_settings(settings),
-            on_change=self.outbox.notify,
+            secrets=secrets,
+            outbox=self.outbox,
             telemetry=self.metrics,
-            events=DateparserEvents(),
             seen=seen,
+            stack=self._stack,
         )
 
     async def _vector_index(

@@ -17,10 +17,10 @@ from memory_server.api.secret_fields import refuse_secret
 from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.memory.conversation.model import ReplyFields
 from memory_server.memory.errors import Disabled, InvalidArgument
+from memory_server.memory.facts.admin import FactAdmin
 from memory_server.memory.facts.model import Decision, FactKind, NewFact
-from memory_server.memory.identity import Scope
-from memory_server.memory.ltm import LongTermMemory
 from memory_server.memory.ports import AsOf, SecretFilter
+from memory_server.memory.recall.search import Recall
 from memory_server.memory.turn.turns import ConversationMemory
 from memory_server.settings import Settings
 
@@ -38,7 +38,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self,
         settings: Settings,
         memory: ConversationMemory | None,
-        ltm: LongTermMemory | None = None,
+        recall: Recall | None = None,
+        facts: FactAdmin | None = None,
         secrets: SecretFilter | None = None,
     ) -> None:
         """`memory` is None when memory is disabled: every RPC then answers
@@ -47,13 +48,20 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self._settings = settings
         self._secrets = secrets if secrets is not None else DetectSecretsFilter()
         self._enabled_memory = memory
-        self._enabled_ltm = ltm
+        self._enabled_recall = recall
+        self._enabled_facts = facts
 
     @property
-    def _ltm(self) -> LongTermMemory:
-        if self._enabled_ltm is None:
+    def _recall(self) -> Recall:
+        if self._enabled_recall is None:
             raise Disabled("long-term memory is disabled on this server")
-        return self._enabled_ltm
+        return self._enabled_recall
+
+    @property
+    def _facts(self) -> FactAdmin:
+        if self._enabled_facts is None:
+            raise Disabled("long-term memory is disabled on this server")
+        return self._enabled_facts
 
     @property
     def _memory(self) -> ConversationMemory:
@@ -252,12 +260,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             threshold = request.threshold
             if not 0.0 <= threshold <= 1.0:
                 raise InvalidArgument("threshold", "must be between 0 and 1")
-        found = await self._ltm.search(
+        found = await self._recall.search(
             call.scope,
             query,
             top_k=request.top_k or self._settings.ltm_top_k,
             threshold=threshold,
             as_of=_as_of(call),
+            timeout_s=call.budget_s,
         )
         return pb.SearchFactsResponse(
             results=[
@@ -275,7 +284,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def ListFacts(self, call: Call[pb.ListFactsRequest]) -> pb.ListFactsResponse:
         size = call.page_size(LIST_FACTS_PAGE)
         offset = c.decode_offset(call.request.page_token)
-        facts = await self._ltm.list_facts(call.scope, _as_of(call), size + 1, offset)
+        facts = await self._facts.list_facts(
+            call.scope, _as_of(call), size + 1, offset, call.budget_s
+        )
         token = c.encode_offset(offset + size) if len(facts) > size else ""
         return pb.ListFactsResponse(
             facts=[c.fact_pb(f) for f in facts[:size]], next_page_token=token
@@ -283,8 +294,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
 
     @rpc
     async def GetFact(self, call: Call[pb.GetFactRequest]) -> pb.GetFactResponse:
-        versions = await self._ltm.get_fact(call.scope, call.id("fact_id"))
-        links = await self._ltm.live_links(call.scope, versions)
+        versions = await self._facts.get_fact(call.scope, call.id("fact_id"), call.budget_s)
+        links = await self._facts.live_links(call.scope, versions, call.budget_s)
         response = pb.GetFactResponse(
             versions=[c.fact_pb(f) for f in versions], links=[c.fact_link_pb(k) for k in links]
         )
@@ -297,18 +308,18 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, call: Call[pb.GetFactHistoryRequest]
     ) -> pb.GetFactHistoryResponse:
         fact_id = call.id("fact_id")
-        events = await self._ltm.history(call.scope, fact_id)
-        links = await self._ltm.live_links(
-            call.scope, await self._ltm.get_fact(call.scope, fact_id)
-        )
+        events = await self._facts.history(call.scope, fact_id, call.budget_s)
+        versions = await self._facts.get_fact(call.scope, fact_id, call.budget_s)
+        links = await self._facts.live_links(call.scope, versions, call.budget_s)
         return pb.GetFactHistoryResponse(
             events=[c.fact_event_pb(e) for e in events], links=[c.fact_link_pb(k) for k in links]
         )
 
     @rpc
     async def AddFact(self, call: Call[pb.AddFactRequest]) -> pb.AddFactResponse:
-        change = await self._ltm.add_fact(call.scope, self._new_fact("", call.request))
-        return pb.AddFactResponse(fact=await self._fact_version(call.scope, change.fact_id))
+        fact = self._new_fact("", call.request)
+        change = await self._facts.add_fact(call.scope, fact, call.budget_s)
+        return pb.AddFactResponse(fact=await self._fact_version(call, change.fact_id))
 
     @rpc
     async def AddFacts(self, call: Call[pb.AddFactsRequest]) -> pb.AddFactsResponse:
@@ -316,7 +327,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         v.items("facts", len(given), MAX_FACTS_PER_CALL, "facts")
         # Every one checked before any is written.
         facts = [self._new_fact(f"facts[{i}].", f) for i, f in enumerate(given)]
-        changes = await self._ltm.add_facts(call.scope, facts)
+        changes = await self._facts.add_facts(call.scope, facts, call.budget_s)
         return pb.AddFactsResponse(
             facts=[
                 pb.AddedFact(fact_id=ch.fact_id, added=ch.decision is not Decision.NONE)
@@ -341,27 +352,33 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         fact_id = call.id("fact_id")
         text = v.short_text("text", call.content("text").strip(), MAX_FACT_CHARS)
         text = refuse_secret(self._secrets, "text", text)
-        change = await self._ltm.update_fact(
-            call.scope, fact_id, text, c.fact_kind(call.request.kind)
+        change = await self._facts.update_fact(
+            call.scope, fact_id, text, c.fact_kind(call.request.kind), call.budget_s
         )
-        return pb.UpdateFactResponse(fact=await self._fact_version(call.scope, change.fact_id))
+        return pb.UpdateFactResponse(fact=await self._fact_version(call, change.fact_id))
 
     @rpc
     async def DeleteFact(self, call: Call[pb.DeleteFactRequest]) -> pb.DeleteFactResponse:
-        await self._ltm.delete_fact(call.scope, call.id("fact_id"), ended=call.request.ended)
+        await self._facts.delete_fact(
+            call.scope, call.id("fact_id"), ended=call.request.ended, timeout_s=call.budget_s
+        )
         return pb.DeleteFactResponse()
 
     @rpc
     async def ForgetScope(self, call: Call[pb.ForgetScopeRequest]) -> pb.ForgetScopeResponse:
-        counts = await self._ltm.forget_scope(
-            call.scope, include_messages=call.request.include_conversations
+        counts = await self._facts.forget_scope(
+            call.scope,
+            include_messages=call.request.include_conversations,
+            timeout_s=call.budget_s,
         )
         return pb.ForgetScopeResponse(
             facts=counts["facts"], versions=counts["versions"], messages=counts["messages"]
         )
 
-    async def _fact_version(self, scope: Scope, fact_id: str) -> pb.Fact:
-        versions = await self._ltm.get_fact(scope, fact_id)
+    async def _fact_version(
+        self, call: Call[pb.AddFactRequest] | Call[pb.UpdateFactRequest], fact_id: str
+    ) -> pb.Fact:
+        versions = await self._facts.get_fact(call.scope, fact_id, call.budget_s)
         return c.fact_pb(c.current_version(versions) or versions[-1])
 
 

@@ -65,8 +65,8 @@ class OutboxWorker(Lifecycle):
         """(rows waiting, seconds the oldest has waited): the index's lag behind PostgreSQL."""
         return await self._store.outbox_status()
 
-    def notify(self) -> None:
-        """New rows were committed: look now instead of at the next poll."""
+    def facts_changed(self) -> None:
+        """New rows were committed: look now instead of at the next poll (IndexOutbox)."""
         self._wake.set()
 
     async def close(self, timeout_s: float = 10.0) -> None:

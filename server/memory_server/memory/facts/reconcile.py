@@ -259,7 +259,7 @@ def revalidate(
     * a NONE whose target is gone is an ADD: what it restated was removed meanwhile.
 
     Near-duplicates and slot clashes with facts that appeared meanwhile need embeddings; the
-    caller reconciles again for those when it can afford to (see LongTermMemory.learn)."""
+    caller reconciles again for those when it can afford to (see learning.learn.Learning.learn)."""
     key_of = {f.fact_id: _key(f.text) for f in live}
     holder = {key: fact_id for fact_id, key in key_of.items()}  # "" = added by this batch
     revised: list[ReconciledCandidate] = []

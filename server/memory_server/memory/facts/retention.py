@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from memory_server.memory.errors import Unavailable
-from memory_server.memory.ports import FactStore, ScopeExecutor
+from memory_server.memory.ports import FactStore, IndexOutbox, NoOutbox, ScopeExecutor
 from memory_server.memory.recall.seen import SeenRecorder
 
 log = logging.getLogger(__name__)
@@ -31,7 +30,7 @@ class RetentionJob:
         retention_days: int,
         interval_s: float,
         purge_after_days: int = 30,
-        on_change: Callable[[], None] = lambda: None,
+        outbox: IndexOutbox | None = None,
         seen: SeenRecorder | None = None,
     ) -> None:
         self._store = store
@@ -40,7 +39,7 @@ class RetentionJob:
         self._retention = timedelta(days=retention_days)
         self._purge_after = timedelta(days=purge_after_days)
         self._interval_s = interval_s
-        self._on_change = on_change
+        self._outbox = outbox or NoOutbox()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.expired = 0
@@ -64,7 +63,7 @@ class RetentionJob:
         purged = await self._store.purge_expired(now - self._purge_after)
         if expired or purged:
             log.info("retention: %d facts expired, %d purged", expired, purged)
-            self._on_change()
+            self._outbox.facts_changed()
         self.expired += expired
         self.purged += purged
         return expired, purged

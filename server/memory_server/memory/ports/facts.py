@@ -62,38 +62,67 @@ class FactStore(Protocol):
     `forget_scope`) the outbox rows that mirror each change into the vector index.
 
     Every write holds the scope's write lock for its transaction, so writes of one scope are
-    serialized even when several servers share the store."""
+    serialized even when several servers share the store. Every call of a request takes what
+    is left of its deadline (`timeout_s`; None: no limit but the pool's own), for the wait for
+    a connection and for each statement."""
 
-    async def live_facts(self, scope: Scope) -> list[LiveFact]: ...
+    async def live_facts(
+        self, scope: Scope, *, timeout_s: float | None = None
+    ) -> list[LiveFact]: ...
 
     async def versions(
-        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf
+        self,
+        scope: Scope,
+        version_ids: Sequence[str],
+        as_of: AsOf,
+        *,
+        timeout_s: float | None = None,
     ) -> list[FactVersion]: ...
 
-    async def standing(self, scope: Scope, limit: int) -> list[FactVersion]: ...
+    async def standing(
+        self, scope: Scope, limit: int, *, timeout_s: float | None = None
+    ) -> list[FactVersion]: ...
 
     async def lexical(
-        self, scope: Scope, query: str, k: int, as_of: AsOf
+        self, scope: Scope, query: str, k: int, as_of: AsOf, *, timeout_s: float | None = None
     ) -> list[tuple[str, float]]: ...
 
     async def common_lexemes(
-        self, scope: Scope, share: float, at_least: int, as_of: AsOf
+        self,
+        scope: Scope,
+        share: float,
+        at_least: int,
+        as_of: AsOf,
+        *,
+        timeout_s: float | None = None,
     ) -> set[str]:
         """The stemmed words that more than `share` of the scope's versions believed at
         `as_of`, and at least `at_least` of them, contain."""
         ...
 
-    async def lexemes_of(self, words: Sequence[str]) -> dict[str, list[str]]:
+    async def lexemes_of(
+        self, words: Sequence[str], *, timeout_s: float | None = None
+    ) -> dict[str, list[str]]:
         """Each word's lexemes as `lexical` stems them."""
         ...
 
     async def list_facts(
-        self, scope: Scope, as_of: AsOf, limit: int, offset: int
+        self,
+        scope: Scope,
+        as_of: AsOf,
+        limit: int,
+        offset: int,
+        *,
+        timeout_s: float | None = None,
     ) -> list[FactVersion]: ...
 
-    async def fact_versions(self, scope: Scope, fact_id: str) -> list[FactVersion]: ...
+    async def fact_versions(
+        self, scope: Scope, fact_id: str, *, timeout_s: float | None = None
+    ) -> list[FactVersion]: ...
 
-    async def history(self, scope: Scope, fact_id: str) -> list[HistoryEvent]: ...
+    async def history(
+        self, scope: Scope, fact_id: str, *, timeout_s: float | None = None
+    ) -> list[HistoryEvent]: ...
 
     async def apply(
         self,
@@ -104,6 +133,7 @@ class FactStore(Protocol):
         max_live: int,
         ended: bool = True,
         revise: Revise | None = None,
+        timeout_s: float | None = None,
     ) -> list[AppliedChange]:
         """Applies the decisions in one transaction under the scope's write lock. With
         `revise`, the decisions applied are what it returns for the live facts read under the
@@ -112,7 +142,13 @@ class FactStore(Protocol):
         ...
 
     async def apply_batch(
-        self, scope: Scope, changes: Sequence[Applying], *, max_live: int, ended: bool = True
+        self,
+        scope: Scope,
+        changes: Sequence[Applying],
+        *,
+        max_live: int,
+        ended: bool = True,
+        timeout_s: float | None = None,
     ) -> list[list[AppliedChange]]:
         """`apply` for each change in turn, all in one transaction under one hold of the
         scope's write lock: each change's `revise` sees the live facts as the changes before
@@ -120,10 +156,18 @@ class FactStore(Protocol):
         nothing is written."""
         ...
 
-    async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]: ...
+    async def forget_scope(
+        self, scope: Scope, *, include_messages: bool, timeout_s: float | None = None
+    ) -> dict[str, int]: ...
 
     async def linked(
-        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf, *, neighbours: bool = False
+        self,
+        scope: Scope,
+        version_ids: Sequence[str],
+        as_of: AsOf,
+        *,
+        neighbours: bool = False,
+        timeout_s: float | None = None,
     ) -> list[LinkedVersion]:
         """One query: the versions linked to any of `version_ids` by a link believed at
         `as_of`'s transaction time and, with `neighbours`, the versions of each one's
@@ -131,7 +175,9 @@ class FactStore(Protocol):
         (filtered before anyone ranks them)."""
         ...
 
-    async def live_links(self, scope: Scope, version_ids: Sequence[str]) -> list[FactLink]:
+    async def live_links(
+        self, scope: Scope, version_ids: Sequence[str], *, timeout_s: float | None = None
+    ) -> list[FactLink]:
         """The live links of these versions (both ends live), best first."""
         ...
 

@@ -94,3 +94,19 @@ class VectorIndex(Protocol):
     async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored vectors of these versions (absent ones are left out)."""
         ...
+
+
+class IndexOutbox(Protocol):
+    """What mirrors committed fact changes into the vector index (the outbox actor)."""
+
+    def facts_changed(self) -> None:
+        """Fact changes (and their outbox rows) were committed: mirror them now instead of at
+        the next poll."""
+        ...
+
+
+class NoOutbox:
+    """The default when nothing mirrors changes into an index (a test's domain alone)."""
+
+    def facts_changed(self) -> None:
+        pass

@@ -118,26 +118,28 @@ class CommonWords:
         self._scopes: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
         self._stems: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
-    async def question(self, scope: Scope, question: str, as_of: AsOf) -> VectorQuestion:
+    async def question(
+        self, scope: Scope, question: str, as_of: AsOf, timeout_s: float | None = None
+    ) -> VectorQuestion:
         if self._share <= 0:
             return VectorQuestion(question)
         tokens = words(question)
         if not tokens:
             return VectorQuestion(question)
-        lexemes = await self._scope_lexemes(scope, as_of)
+        lexemes = await self._scope_lexemes(scope, as_of, timeout_s)
         if not lexemes:
             return VectorQuestion(question)
-        stems = await self._stems_of(tokens)
+        stems = await self._stems_of(tokens, timeout_s)
         common = [t for t in tokens if stems.get(t) and lexemes.issuperset(stems[t])]
         return VectorQuestion(without(question, common), subjects_of(common))
 
-    async def _stems_of(self, tokens: list[str]) -> dict[str, list[str]]:
+    async def _stems_of(self, tokens: list[str], timeout_s: float | None) -> dict[str, list[str]]:
         """Each token's lexemes, from PostgreSQL's English stemmer the first time a word is
         seen and from memory after that: stemming does not change, so a turn whose words were
         all seen before costs no query."""
         missing = [t for t in tokens if t not in self._stems]
         if missing:
-            found = await self._store.lexemes_of(missing)
+            found = await self._store.lexemes_of(missing, timeout_s=timeout_s)
             for token in missing:
                 self._stems[token] = tuple(found.get(token, ()))
             while len(self._stems) > self.MAX_STEMS:
@@ -154,18 +156,28 @@ class CommonWords:
         """This server changed the scope's facts: read its common lexemes again next time."""
         self._scopes.pop(scope.scope_hash, None)
 
-    async def _scope_lexemes(self, scope: Scope, as_of: AsOf) -> frozenset[str]:
+    async def _scope_lexemes(
+        self, scope: Scope, as_of: AsOf, timeout_s: float | None
+    ) -> frozenset[str]:
         if as_of != AsOf():
-            return frozenset(await self._store.common_lexemes(scope, self._share, MIN_FACTS, as_of))
+            return await self._common_lexemes(scope, as_of, timeout_s)
         key = scope.scope_hash
         now = self._clock()
         kept = self._scopes.get(key)
         if kept is not None and now - kept[0] < self.CACHE_TTL_S:
             self._scopes.move_to_end(key)
             return kept[1]
-        found = frozenset(await self._store.common_lexemes(scope, self._share, MIN_FACTS, as_of))
+        found = await self._common_lexemes(scope, as_of, timeout_s)
         self._scopes[key] = (now, found)
         self._scopes.move_to_end(key)
         while len(self._scopes) > self.MAX_SCOPES:
             self._scopes.popitem(last=False)
         return found
+
+    async def _common_lexemes(
+        self, scope: Scope, as_of: AsOf, timeout_s: float | None
+    ) -> frozenset[str]:
+        found = await self._store.common_lexemes(
+            scope, self._share, MIN_FACTS, as_of, timeout_s=timeout_s
+        )
+        return frozenset(found)

@@ -39,7 +39,7 @@ from memory_server.memory.conversation.stm import (
     message_unit,
 )
 from memory_server.memory.identity import Scope
-from memory_server.memory.ltm import LearnInput, LongTermMemory
+from memory_server.memory.learning.learn import Learning, LearnInput
 from memory_server.memory.ports import (
     ConversationStore,
     ScopeExecutor,
@@ -47,6 +47,7 @@ from memory_server.memory.ports import (
     Summarizer,
     TokenCounter,
 )
+from memory_server.memory.recall.search import Recall
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +80,17 @@ class ConversationMemory:
         budget_tokens: int,
         summary_max_tokens: int,
         inline_after_reply: bool,
-        ltm: LongTermMemory | None = None,
+        recall: Recall | None = None,
+        learning: Learning | None = None,
         redactor: SecretFilter | None = None,
     ) -> None:
         self._store = store
         # Secrets in a message are replaced by typed placeholders before it is stored (None:
         # messages are kept verbatim, `redact_secrets` off).
         self._redactor = redactor
-        self._ltm = ltm
+        # Long-term memory: None without it (memory_config's long-term part off).
+        self._recall = recall
+        self._learning = learning
         # Scopes whose last turn found live facts (or not): a turn in a scope known to have
         # facts starts recall beside its write, instead of after it (`start_turn`).
         self._has_facts: OrderedDict[Scope, bool] = OrderedDict()
@@ -103,8 +107,8 @@ class ConversationMemory:
     async def close(self, timeout_s: float = 10.0) -> None:
         """Finish background compactions (and extractions). Idempotent."""
         await self.compactor.close(timeout_s)
-        if self._ltm is not None:
-            await self._ltm.close(timeout_s)
+        if self._learning is not None:
+            await self._learning.close(timeout_s)
 
     async def count_tokens(self, text: str) -> int:
         if len(text) <= _INLINE_TOKENIZE_CHARS:
@@ -181,15 +185,19 @@ class ConversationMemory:
         # only the question and the facts); elsewhere it waits for the write's answer, so a
         # scope without facts never embeds anything.
         recall = None
-        if self._ltm is not None and self._has_facts.get(scope, False):
-            recall = asyncio.ensure_future(self._ltm.recall(scope, message.content))
+        if self._recall is not None and self._has_facts.get(scope, False):
+            recall = asyncio.ensure_future(
+                self._recall.recall(scope, message.content, timeout_s=timeout_s)
+            )
         try:
             outcome, candidates = await self._executor.run(scope, job)
         except BaseException:
             await _cancelled(recall)
             raise
         self._note_facts(scope, candidates.has_facts)
-        context = await self._assemble(scope, candidates, message.content, recall)
+        context = await self._assemble(
+            scope, candidates, message.content, recall, timeout_s=timeout_s
+        )
         return StartedTurn(outcome.messages[0], context, outcome.conversation_created)
 
     async def complete_turn(
@@ -232,7 +240,7 @@ class ConversationMemory:
         self, scope: Scope, conversation_id: str, reply: StoredMessage, timeout_s: float | None
     ) -> None:
         """Fact extraction after a reply: before returning, or in the background."""
-        if self._ltm is None:
+        if self._learning is None:
             return
 
         async def turn() -> LearnInput | None:
@@ -251,9 +259,9 @@ class ConversationMemory:
             )
 
         if not self._inline_after_reply:
-            self._ltm.learn_soon(turn)
+            self._learning.learn_soon(turn)
         elif (found := await turn()) is not None:
-            await self._ltm.learn(found)
+            await self._learning.learn(found)
 
     async def append_messages(
         self,
@@ -294,7 +302,7 @@ class ConversationMemory:
         )
         # Stored nowhere and counted as no recall, but embedded (maybe remotely): redacted.
         question = await self.redact(question, "in a context question")
-        context = await self._assemble(scope, candidates, question, seen=False)
+        context = await self._assemble(scope, candidates, question, seen=False, timeout_s=timeout_s)
         return context, candidates.conversation_exists
 
     def _note_facts(self, scope: Scope, has_facts: bool) -> None:
@@ -309,13 +317,17 @@ class ConversationMemory:
         candidates: ContextCandidates,
         question: str,
         recall: asyncio.Future[LongTermSection] | None = None,
+        *,
         seen: bool = True,
+        timeout_s: float | None = None,
     ) -> MemoryContext:
         long_term = LongTermSection()
         # A scope without live facts skips recall entirely: no embedding, no index, no model.
-        if self._ltm is not None and candidates.has_facts:
+        if self._recall is not None and candidates.has_facts:
             try:
-                long_term = await (recall or self._ltm.recall(scope, question, seen=seen))
+                long_term = await (
+                    recall or self._recall.recall(scope, question, seen=seen, timeout_s=timeout_s)
+                )
             except BaseException:
                 await _cancelled(recall)
                 raise

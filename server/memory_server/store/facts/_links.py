@@ -14,7 +14,14 @@ import asyncpg
 
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf, FactLink, LinkedVersion, LinkRecord
-from memory_server.store.facts._sql import BELIEVED, LIVE, SCOPE_ID, VERSION_COLUMNS, read_version
+from memory_server.store.facts._sql import (
+    BELIEVED,
+    LIVE,
+    SCOPE_ID,
+    VERSION_COLUMNS,
+    fetch,
+    read_version,
+)
 
 # The link predicate at transaction time $T (NULL = now), on fact_links `l`.
 _LINK_BELIEVED = """l.recorded_at <= COALESCE({t}, now())
@@ -25,7 +32,13 @@ class FactLinks:
     _pool: asyncpg.Pool
 
     async def linked(
-        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf, *, neighbours: bool = False
+        self,
+        scope: Scope,
+        version_ids: Sequence[str],
+        as_of: AsOf,
+        *,
+        neighbours: bool = False,
+        timeout_s: float | None = None,
     ) -> list[LinkedVersion]:
         if not version_ids:
             return []
@@ -51,7 +64,9 @@ class FactLinks:
                        LIMIT 1)"""
         before = nearest.format(op="<", order="DESC", believed_v=believed_v)
         after = nearest.format(op=">", order="ASC", believed_v=believed_v)
-        rows = await self._pool.fetch(
+        rows = await fetch(
+            self._pool,
+            timeout_s,
             f"""SELECT e.seed, e.score, e.neighbour, {VERSION_COLUMNS}
                 FROM (SELECT l.source_version_id AS seed, l.target_version_id AS other, l.score,
                              false AS neighbour
@@ -83,10 +98,14 @@ class FactLinks:
             for r in rows
         ]
 
-    async def live_links(self, scope: Scope, version_ids: Sequence[str]) -> list[FactLink]:
+    async def live_links(
+        self, scope: Scope, version_ids: Sequence[str], *, timeout_s: float | None = None
+    ) -> list[FactLink]:
         if not version_ids:
             return []
-        rows = await self._pool.fetch(
+        rows = await fetch(
+            self._pool,
+            timeout_s,
             f"""WITH mine AS (SELECT unnest($3::uuid[]) AS id),
                 ends AS (
                     SELECT l.source_version_id AS mine, l.target_version_id AS other, l.score,

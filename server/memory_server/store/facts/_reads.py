@@ -18,6 +18,7 @@ from memory_server.store.facts._sql import (
     SCOPE_ID,
     VERSION_COLUMNS,
     fact_uuid,
+    fetch,
     live_facts,
     optional_id,
     read_version,
@@ -30,14 +31,21 @@ _read_history_event = row_reader(HistoryEvent, version_id=optional_id)
 class FactReads:
     _pool: asyncpg.Pool
 
-    async def live_facts(self, scope: Scope) -> list[LiveFact]:
-        return await live_facts(self._pool, scope)
+    async def live_facts(self, scope: Scope, *, timeout_s: float | None = None) -> list[LiveFact]:
+        return await live_facts(self._pool, scope, timeout_s)
 
     async def versions(
-        self, scope: Scope, version_ids: Sequence[str], as_of: AsOf
+        self,
+        scope: Scope,
+        version_ids: Sequence[str],
+        as_of: AsOf,
+        *,
+        timeout_s: float | None = None,
     ) -> list[FactVersion]:
         """The given versions that belong to the scope and are believed at `as_of`."""
-        rows = await self._pool.fetch(
+        rows = await fetch(
+            self._pool,
+            timeout_s,
             f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
                 WHERE v.scope_id = {SCOPE_ID} AND v.id = ANY($3::uuid[])
                   AND {BELIEVED.format(v="$4::timestamptz", t="$5::timestamptz")}""",
@@ -49,9 +57,13 @@ class FactReads:
         )
         return [read_version(r) for r in rows]
 
-    async def standing(self, scope: Scope, limit: int) -> list[FactVersion]:
+    async def standing(
+        self, scope: Scope, limit: int, *, timeout_s: float | None = None
+    ) -> list[FactVersion]:
         """Live standing instructions, newest first."""
-        rows = await self._pool.fetch(
+        rows = await fetch(
+            self._pool,
+            timeout_s,
             f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
                 WHERE v.scope_id = {SCOPE_ID} AND v.standing AND {LIVE}
                 ORDER BY v.recorded_at DESC, v.id LIMIT $3""",
@@ -62,7 +74,7 @@ class FactReads:
         return [read_version(r) for r in rows]
 
     async def lexical(
-        self, scope: Scope, query: str, k: int, as_of: AsOf
+        self, scope: Scope, query: str, k: int, as_of: AsOf, *, timeout_s: float | None = None
     ) -> list[tuple[str, float]]:
         """Versions believed at `as_of` sharing words with the query, with the idf-weighted
         share of the query's distinct stemmed words each contains, in (0, 1].
@@ -73,7 +85,9 @@ class FactReads:
         contains weighs most, so a fact covering only the common part of a query scores low.
         """
         believed = BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")
-        rows = await self._pool.fetch(
+        rows = await fetch(
+            self._pool,
+            timeout_s,
             f"""
             WITH w AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words),
             -- The OR query is built once: inside the row filter PostgreSQL would parse and
@@ -126,13 +140,21 @@ class FactReads:
         return [(str(r["id"]), float(r["coverage"])) for r in rows]
 
     async def common_lexemes(
-        self, scope: Scope, share: float, at_least: int, as_of: AsOf
+        self,
+        scope: Scope,
+        share: float,
+        at_least: int,
+        as_of: AsOf,
+        *,
+        timeout_s: float | None = None,
     ) -> set[str]:
         """The stemmed words (as the lexical signal stems them) that more than `share` of the
         scope's versions believed at `as_of`, and at least `at_least` of them, contain: a word
         nearly every fact holds (the user's own name) says nothing about which fact is meant."""
         believed = BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")
-        rows = await self._pool.fetch(
+        rows = await fetch(
+            self._pool,
+            timeout_s,
             f"""
             WITH scoped AS MATERIALIZED (
                 SELECT v.lexemes FROM fact_versions v
@@ -152,11 +174,15 @@ class FactReads:
         )
         return {str(r["w"]) for r in rows}
 
-    async def lexemes_of(self, words: Sequence[str]) -> dict[str, list[str]]:
+    async def lexemes_of(
+        self, words: Sequence[str], *, timeout_s: float | None = None
+    ) -> dict[str, list[str]]:
         """Each word's lexemes as the lexical signal stems them (none for a stop word)."""
         if not words:
             return {}
-        rows = await self._pool.fetch(
+        rows = await fetch(
+            self._pool,
+            timeout_s,
             """SELECT tok, tsvector_to_array(to_tsvector('english', tok)) AS lx
                FROM unnest($1::text[]) tok""",
             list(dict.fromkeys(words)),
@@ -164,9 +190,17 @@ class FactReads:
         return {str(r["tok"]): list(r["lx"]) for r in rows}
 
     async def list_facts(
-        self, scope: Scope, as_of: AsOf, limit: int, offset: int
+        self,
+        scope: Scope,
+        as_of: AsOf,
+        limit: int,
+        offset: int,
+        *,
+        timeout_s: float | None = None,
     ) -> list[FactVersion]:
-        rows = await self._pool.fetch(
+        rows = await fetch(
+            self._pool,
+            timeout_s,
             f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
                 WHERE v.scope_id = {SCOPE_ID}
                   AND {BELIEVED.format(v="$3::timestamptz", t="$4::timestamptz")}
@@ -180,17 +214,22 @@ class FactReads:
         )
         return [read_version(r) for r in rows]
 
-    async def fact_versions(self, scope: Scope, fact_id: str) -> list[FactVersion]:
+    async def fact_versions(
+        self, scope: Scope, fact_id: str, *, timeout_s: float | None = None
+    ) -> list[FactVersion]:
         rows = await self._rows_of_fact(
             f"""SELECT {VERSION_COLUMNS} FROM fact_versions v
                 WHERE v.scope_id = {SCOPE_ID} AND v.fact_id = $3
                 ORDER BY v.recorded_at, v.valid_from, v.id""",
             scope,
             fact_id,
+            timeout_s,
         )
         return [read_version(r) for r in rows]
 
-    async def history(self, scope: Scope, fact_id: str) -> list[HistoryEvent]:
+    async def history(
+        self, scope: Scope, fact_id: str, *, timeout_s: float | None = None
+    ) -> list[HistoryEvent]:
         rows = await self._rows_of_fact(
             f"""SELECT h.event, h.at, h.version_id, h.conversation_id, h.message_id,
                        h.extractor, h.detail
@@ -198,14 +237,22 @@ class FactReads:
                 ORDER BY h.id""",
             scope,
             fact_id,
+            timeout_s,
         )
         return [_read_history_event(r) for r in rows]
 
-    async def _rows_of_fact(self, sql: str, scope: Scope, fact_id: str) -> list[asyncpg.Record]:
+    async def _rows_of_fact(
+        self, sql: str, scope: Scope, fact_id: str, timeout_s: float | None
+    ) -> list[asyncpg.Record]:
         """What `sql` answers for the scope ($1, $2) and one of its facts ($3); NotFound when
         nothing (an id of another scope included)."""
-        rows: list[asyncpg.Record] = await self._pool.fetch(
-            sql, scope.username, scope.graphname, fact_uuid("fact_id", fact_id)
+        rows = await fetch(
+            self._pool,
+            timeout_s,
+            sql,
+            scope.username,
+            scope.graphname,
+            fact_uuid("fact_id", fact_id),
         )
         if not rows:
             raise NotFound(f"fact_id: no fact {fact_id!r}")

@@ -36,8 +36,25 @@ read_version = row_reader(FactVersion, version_id=str, fact_id=str, kind=FactKin
 """A FactVersion from a row of VERSION_COLUMNS."""
 
 
-async def live_facts(db: asyncpg.Pool | asyncpg.Connection, scope: Scope) -> list[LiveFact]:
-    rows = await db.fetch(
+async def fetch(
+    db: asyncpg.Pool | asyncpg.Connection, timeout_s: float | None, sql: str, *args: object
+) -> list[asyncpg.Record]:
+    """`sql`'s rows within `timeout_s` (None: no limit), the wait for a pool's connection
+    included: a request's deadline bounds every statement it makes."""
+    if isinstance(db, asyncpg.Connection):
+        rows: list[asyncpg.Record] = await db.fetch(sql, *args, timeout=timeout_s)
+        return rows
+    async with db.acquire(timeout=timeout_s) as conn:
+        rows = await conn.fetch(sql, *args, timeout=timeout_s)
+        return rows
+
+
+async def live_facts(
+    db: asyncpg.Pool | asyncpg.Connection, scope: Scope, timeout_s: float | None = None
+) -> list[LiveFact]:
+    rows = await fetch(
+        db,
+        timeout_s,
         f"""SELECT v.fact_id, v.id, v.text, v.kind FROM fact_versions v
             WHERE v.scope_id = {SCOPE_ID} AND {LIVE} ORDER BY v.recorded_at, v.id""",
         scope.username,

@@ -4,6 +4,7 @@ and outbox rows together, under the scope's write lock where it starts from live
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -37,6 +38,7 @@ class FactWrites:
         max_live: int,
         ended: bool = True,
         revise: Revise | None = None,
+        timeout_s: float | None = None,
     ) -> list[AppliedChange]:
         """Applies reconciliation decisions in one transaction (versions, history, outbox),
         under the scope's write lock; with `revise`, what it answers for the live facts read
@@ -46,16 +48,30 @@ class FactWrites:
         being true) or the candidate announced a change, records that it ended now.
         Past `max_live` live facts, the least recently seen are evicted (closed)."""
         change = Applying(decisions, provenance, revise)
-        [applied] = await self.apply_batch(scope, [change], max_live=max_live, ended=ended)
+        [applied] = await self.apply_batch(
+            scope, [change], max_live=max_live, ended=ended, timeout_s=timeout_s
+        )
         return applied
 
     async def apply_batch(
-        self, scope: Scope, changes: Sequence[Applying], *, max_live: int, ended: bool = True
+        self,
+        scope: Scope,
+        changes: Sequence[Applying],
+        *,
+        max_live: int,
+        ended: bool = True,
+        timeout_s: float | None = None,
     ) -> list[list[AppliedChange]]:
         """`apply` for each change in turn in one transaction (see FactStore.apply_batch).
         The live facts are read once: the facts a change adds are appended to what the next
         change's `revise` sees, and only a change that updates, deletes or evicts reads them
-        again."""
+        again. Past `timeout_s` the transaction is rolled back: nothing is written."""
+        async with asyncio.timeout(timeout_s):
+            return await self._apply_batch(scope, changes, max_live, ended)
+
+    async def _apply_batch(
+        self, scope: Scope, changes: Sequence[Applying], max_live: int, ended: bool
+    ) -> list[list[AppliedChange]]:
         out: list[list[AppliedChange]] = []
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_scope(conn, scope)
@@ -168,9 +184,16 @@ class FactWrites:
             await conn.execute("DELETE FROM facts WHERE id = ANY($1::uuid[])", ids)
         return len(ids)
 
-    async def forget_scope(self, scope: Scope, *, include_messages: bool) -> dict[str, int]:
+    async def forget_scope(
+        self, scope: Scope, *, include_messages: bool, timeout_s: float | None = None
+    ) -> dict[str, int]:
         """Erasure: removes facts, versions, history and outbox rows of the scope (and its
-        conversations, messages and summaries if asked), and queues a purge of its vectors."""
+        conversations, messages and summaries if asked), and queues a purge of its vectors.
+        Past `timeout_s` the transaction is rolled back: nothing is erased."""
+        async with asyncio.timeout(timeout_s):
+            return await self._forget_scope(scope, include_messages)
+
+    async def _forget_scope(self, scope: Scope, include_messages: bool) -> dict[str, int]:
         async with self._pool.acquire() as conn, conn.transaction():
             # Any write of the scope on another server is then wholly before the erasure or
             # wholly after it (and starts the scope afresh).

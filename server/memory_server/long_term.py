@@ -1,0 +1,144 @@
+"""Long-term memory built from the settings: recall, learning and the manual operations over
+one fact store, index and embedder. What it learns with: the rule extractor and the similarity
+reconciler, or (with `llm_base_url`) mem0's extraction and one LLM reconciliation call that
+fall back to them."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from memory_server.embedding.pool import EmbeddingPool
+from memory_server.extraction.event_dates import DateparserEvents
+from memory_server.memory.facts.admin import FactAdmin
+from memory_server.memory.facts.changes import FactChanges
+from memory_server.memory.facts.reconcile import SimilarityReconciler
+from memory_server.memory.learning.extract import RuleExtractor
+from memory_server.memory.learning.learn import Learning
+from memory_server.memory.learning.reading import TurnReader
+from memory_server.memory.ports import (
+    Extractor,
+    FactStore,
+    IndexOutbox,
+    Reconciler,
+    ScopeExecutor,
+    SecretFilter,
+    Telemetry,
+    VectorIndex,
+)
+from memory_server.memory.recall.common_words import CommonWords
+from memory_server.memory.recall.expand import ExpandSettings
+from memory_server.memory.recall.search import Recall, RecallSettings
+from memory_server.memory.recall.seen import SeenRecorder
+from memory_server.settings import Settings
+
+__all__ = ["LongTerm", "learning_parts", "long_term", "recall_settings"]
+
+
+def learning_parts(
+    settings: Settings, embedder: EmbeddingPool, stack: AsyncExitStack
+) -> tuple[Extractor, Extractor | None, Reconciler]:
+    """(extractor, the extractor it falls back to, reconciler); what needs closing goes on
+    `stack`."""
+    extractor: Extractor = RuleExtractor(self_statements=settings.ltm_self_statements)
+    reconciler: Reconciler = SimilarityReconciler(embedder)
+    if not settings.llm_base_url:
+        return extractor, None, reconciler
+    # mem0 extracts and one LLM call reconciles; both fall back to the rules when the endpoint
+    # fails. mem0 itself is imported on the first extraction.
+    from memory_server.extraction.llm_reconciler import LLMReconciler
+    from memory_server.extraction.mem0_extractor import Mem0Extractor
+
+    mem0 = Mem0Extractor(
+        settings.llm_base_url,
+        settings.llm_model,
+        settings.llm_api_key or None,
+        embedder,
+        settings.llm_timeout_seconds,
+    )
+    stack.push_async_callback(mem0.close)
+    llm_reconciler = LLMReconciler(
+        settings.llm_base_url,
+        settings.llm_model,
+        settings.llm_api_key or None,
+        settings.llm_timeout_seconds,
+        fallback=reconciler,
+    )
+    stack.push_async_callback(llm_reconciler.close)
+    return mem0, extractor, llm_reconciler
+
+
+@dataclass(frozen=True, slots=True)
+class LongTerm:
+    """Long-term memory's use cases: recall, learning after a reply, the manual operations."""
+
+    recall: Recall
+    learning: Learning
+    facts: FactAdmin
+
+
+def long_term(
+    settings: Settings,
+    *,
+    store: FactStore,
+    index: VectorIndex,
+    embedder: EmbeddingPool,
+    executor: ScopeExecutor,
+    secrets: SecretFilter,
+    outbox: IndexOutbox,
+    telemetry: Telemetry,
+    seen: SeenRecorder,
+    stack: AsyncExitStack,
+) -> LongTerm:
+    """Long-term memory built from the settings; what needs closing goes on `stack`."""
+    events = DateparserEvents()
+    common_words = CommonWords(store, settings.ltm_common_word_share)
+    changes = FactChanges(
+        store=store,
+        common_words=common_words,
+        max_live=settings.max_facts_per_scope,
+        outbox=outbox,
+        telemetry=telemetry,
+    )
+    recall = Recall(
+        store=store,
+        index=index,
+        embedder=embedder,
+        common_words=common_words,
+        settings=recall_settings(settings),
+        events=events,
+        seen=seen,
+    )
+    extractor, fallback, reconciler = learning_parts(settings, embedder, stack)
+    reader = TurnReader(
+        secrets=secrets,
+        extractor=extractor,
+        fallback=fallback,
+        events=events,
+        telemetry=telemetry,
+    )
+    learning = Learning(
+        store=store,
+        reader=reader,
+        reconciler=reconciler,
+        changes=changes,
+        index=index,
+        executor=executor,
+        telemetry=telemetry,
+    )
+    facts = FactAdmin(store=store, changes=changes, executor=executor, events=events)
+    return LongTerm(recall, learning, facts)
+
+
+def recall_settings(settings: Settings) -> RecallSettings:
+    return RecallSettings(
+        top_k=settings.ltm_top_k,
+        score_threshold=settings.ltm_score_threshold,
+        expansion=ExpandSettings(
+            settings.ltm_link_decay,
+            settings.ltm_link_seeds,
+            neighbour_decay=settings.ltm_neighbour_decay,
+        ),
+        time_intent_weight=settings.ltm_time_intent_weight,
+        off_subject_weight=settings.ltm_off_subject_weight,
+    )

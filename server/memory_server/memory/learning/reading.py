@@ -1,0 +1,87 @@
+"""Reading a turn for facts: secrets scrubbed first, then the extractor (an LLM's, falling back
+to the rules when it is unavailable), then each candidate dated from when it was said."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory_server.memory.errors import Unavailable
+from memory_server.memory.facts.model import Candidate
+from memory_server.memory.ports import (
+    EventDates,
+    ExtractionInput,
+    Extractor,
+    NoTelemetry,
+    Scrubbed,
+    SecretFilter,
+    Telemetry,
+)
+from memory_server.memory.time.event_time import said_when
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTurn:
+    """What a turn says: its candidate facts, dated, and the extractor that found them."""
+
+    candidates: list[Candidate]
+    extractor: str
+
+
+class TurnReader:
+    def __init__(
+        self,
+        *,
+        secrets: SecretFilter,
+        extractor: Extractor,
+        fallback: Extractor | None = None,
+        events: EventDates | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self._secrets = secrets
+        self._extractor = extractor
+        # An LLM outage must not lose the turn's facts: the rules still see the obvious.
+        self._fallback = fallback
+        self._events = events
+        self._telemetry = telemetry or NoTelemetry()
+
+    def _scrub_both(self, user_text: str, assistant_text: str) -> tuple[Scrubbed, Scrubbed]:
+        return self._secrets.scrub(user_text), self._secrets.scrub(assistant_text)
+
+    async def read(
+        self,
+        user_text: str,
+        assistant_text: str,
+        recalled: Sequence[str],
+        said_at: datetime | None,
+    ) -> ReadTurn | None:
+        """The turn's candidates, or None when it holds nothing to learn. `recalled`: the live
+        facts' texts, so the extractor does not keep what is known already."""
+        # A worker thread: a long turn's scan is pure CPU (and may go to the filter's process).
+        user, assistant = await asyncio.to_thread(self._scrub_both, user_text, assistant_text)
+        found = user.secrets_found + assistant.secrets_found
+        if found:
+            self._telemetry.secrets_dropped(found)
+            log.info("dropped %d secret(s) before extraction", found)
+        if not user.text.strip():
+            return None
+        turn_input = ExtractionInput(user.text, assistant.text, recalled=list(recalled))
+        extractor = self._extractor
+        try:
+            candidates = await extractor.extract(turn_input)
+        except Unavailable as exc:
+            if self._fallback is None:
+                raise
+            log.warning(
+                "extractor %s unavailable (%s); using %s", extractor.name, exc, self._fallback.name
+            )
+            extractor = self._fallback
+            candidates = await extractor.extract(turn_input)
+        if not candidates:
+            return None
+        return ReadTurn(await said_when(candidates, said_at, self._events), extractor.name)

@@ -211,6 +211,8 @@ async def test_non_idempotent_write_is_not_retried(
 @dataclass
 class Script:
     unavailable_before_success: int = 0
+    # What the failing attempts answer.
+    failure: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
     delay_s: float = 0.0
     time_remaining: list[float] = field(default_factory=list)
     calls: dict[str, int] = field(default_factory=dict)
@@ -231,7 +233,7 @@ class ScriptedMemory(pb_grpc.MemoryServiceServicer):
         self.script.time_remaining.append(context.time_remaining())
         await asyncio.sleep(self.script.delay_s)
         if self.script.calls[name] <= self.script.unavailable_before_success:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "scripted outage")
+            await context.abort(self.script.failure, "scripted outage")
         return response
 
     async def GetContext(self, request: Any, context: Any) -> Any:
@@ -261,6 +263,36 @@ async def scripted() -> AsyncIterator[tuple[str, Script]]:
 
 
 SCOPE = {"username": "alice", "graphname": "Finance"}
+
+
+async def test_a_cancelled_the_client_did_not_cause_is_retried_like_unavailable(
+    scripted: tuple[str, Script],
+) -> None:
+    """gRPC cancels the calls that reached a stopping server's transport but not its handler
+    (the server answers every other call UNAVAILABLE): an idempotent call is sent again, a
+    call that is not stays failed, and a call the caller cancels is not repeated."""
+    address, script = scripted
+    script.unavailable_before_success = 2
+    script.failure = grpc.StatusCode.CANCELLED
+    async with AsyncMemoryClient(address, retries=3, backoff_s=0.01) as client:
+        await client.get_context(**SCOPE, conversation_id="c")
+        assert script.calls["GetContext"] == 3
+        await client.start_turn(**SCOPE, conversation_id="c", content="hi", message_id="m1")
+        assert script.calls["StartTurn"] == 3
+        with pytest.raises(MemoryClientError) as raised:
+            await client.add_fact(**SCOPE, text="likes tea")
+        assert raised.value.code == grpc.StatusCode.CANCELLED
+        assert script.calls["AddFact"] == 1
+
+        script.calls.clear()
+        script.delay_s = 5.0
+        call = asyncio.ensure_future(client.get_context(**SCOPE, conversation_id="c"))
+        await asyncio.sleep(0.3)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.sleep(0.3)
+        assert script.calls["GetContext"] == 1
 
 
 async def test_retry_rules_per_rpc(scripted: tuple[str, Script]) -> None:

@@ -1,4 +1,5 @@
-"""Which calls may be repeated after UNAVAILABLE, and the deadline and back-off of one call."""
+"""Which calls may be repeated after UNAVAILABLE (or a CANCELLED the client did not cause), and
+the deadline and back-off of one call."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from memory_client.errors import error_for
 
 __all__ = [
     "MAX_BACKOFF_S",
+    "RETRIED_CODES",
     "Attempts",
     "RetryRule",
     "all_have_message_ids",
@@ -28,6 +30,13 @@ __all__ = [
 log = logging.getLogger("memory_client.client")
 
 MAX_BACKOFF_S = 5.0
+
+# UNAVAILABLE, and CANCELLED that this client did not cause (a call it cancels raises
+# CancelledError, never a status): gRPC itself cancels the calls that reached a stopping
+# server's transport in its last milliseconds but not yet its handler, which the server's own
+# shutdown answers UNAVAILABLE for every other call. Either way nothing was done, or an
+# idempotent call finds what it did by its id.
+RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 
 #: Whether a given request may be sent again after UNAVAILABLE.
 RetryRule = Callable[[Any], bool]
@@ -72,7 +81,7 @@ class Attempts:
         return delay
 
     def _delay_before_retry(self, code: grpc.StatusCode) -> float | None:
-        if code != grpc.StatusCode.UNAVAILABLE or not self._retryable:
+        if code not in RETRIED_CODES or not self._retryable:
             return None
         if self.retries >= self._config.retries:
             return None
@@ -82,8 +91,9 @@ class Attempts:
             return None
         self.retries += 1
         log.debug(
-            "%s: UNAVAILABLE; retry %d/%d in %.3fs",
+            "%s: %s; retry %d/%d in %.3fs",
             self._method,
+            code.name,
             self.retries,
             self._config.retries,
             delay,

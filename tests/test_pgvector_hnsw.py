@@ -1,6 +1,8 @@
-"""pgvector with `pgvector_hnsw`: the index is made with its parameters (and dropped when the
-setting is off), and a large scope is ranked through it, with what an HNSW scan of one scope
-needs set for the search alone, close to the exact answer."""
+"""pgvector's HNSW index: the database's (tests/test_pgvector_kind.py has the admin command and
+servers sharing a database). A fresh database records the first server's request and makes the
+index with the table; a server asking for something else neither drops nor builds it; a large
+scope is ranked through it, with what an HNSW scan of one scope needs set for the search alone,
+close to the exact answer."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import asyncpg
 import pytest
 
 from memory_server.index.pgvector import HNSW_SCAN, SEARCH, Hnsw, PgVectorIndex
+from memory_server.index.pgvector_kind import switch
 from memory_server.memory.ports import AsOf, VectorRecord
 from memory_server.store.schema import apply_migrations
 
@@ -40,16 +43,66 @@ async def index_options(pool: asyncpg.Pool) -> str | None:
     )
 
 
-async def test_the_index_follows_the_setting(pool: asyncpg.Pool) -> None:
-    await PgVectorIndex(pool, DIM).count("none")
-    assert await index_options(pool) is None
-    await PgVectorIndex(pool, DIM, Hnsw()).count("none")
+async def recorded(pool: asyncpg.Pool) -> str | None:
+    return await pool.fetchval("SELECT kind FROM pgvector_index")
+
+
+async def test_a_server_without_the_setting_keeps_the_index(
+    pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first server to make the table records what it asks for and makes the index with it.
+    first = PgVectorIndex(pool, DIM, Hnsw())
+    await first.count("none")
+    assert await recorded(pool) == "hnsw"
     made = await index_options(pool)
     assert made is not None
     assert "hnsw" in made and "m='32'" in made and "ef_construction='200'" in made
-    # Off again (a restart with the setting off): no scan may use an index it does not tune.
-    await PgVectorIndex(pool, DIM).count("none")
+    assert first.searches_with_hnsw
+    # A restart with the setting off (or a replica without it) drops nothing, and searches
+    # with the scan settings of the index it finds: the database's kind, not its own.
+    caplog.set_level("INFO", logger="memory_server.index.pgvector")
+    second = PgVectorIndex(pool, DIM)
+    await second.count("none")
+    assert await index_options(pool) == made
+    assert await recorded(pool) == "hnsw"
+    assert second.searches_with_hnsw
+    assert "request (exact, pgvector_hnsw) is ignored" in caplog.text
+
+
+async def test_a_recorded_exact_is_not_overridden_by_a_server(pool: asyncpg.Pool) -> None:
+    plain = PgVectorIndex(pool, DIM)
+    await plain.count("none")
+    assert await recorded(pool) == "exact"
+    asking = PgVectorIndex(pool, DIM, Hnsw())
+    await asking.count("none")
     assert await index_options(pool) is None
+    assert await recorded(pool) == "exact"
+    assert not asking.searches_with_hnsw and not plain.searches_with_hnsw
+
+
+async def test_an_upgraded_database_records_what_it_has(pool: asyncpg.Pool) -> None:
+    # Before migration 0009 a server with pgvector_hnsw made the index; nothing was recorded.
+    await PgVectorIndex(pool, DIM, Hnsw()).count("none")
+    await pool.execute("DELETE FROM pgvector_index")
+    await PgVectorIndex(pool, DIM).count("none")
+    assert await recorded(pool) == "hnsw"
+    assert await index_options(pool) is not None
+    # An existing table without the index, nothing recorded: exact, whatever is asked (a
+    # server never builds over existing rows at start).
+    await pool.execute("DELETE FROM pgvector_index")
+    await pool.execute("DROP INDEX memory_vectors_hnsw")
+    await PgVectorIndex(pool, DIM, Hnsw()).count("none")
+    assert await recorded(pool) == "exact"
+    assert await index_options(pool) is None
+
+
+async def test_a_reset_table_gets_the_recorded_index_back(pool: asyncpg.Pool) -> None:
+    index = PgVectorIndex(pool, DIM, Hnsw())
+    await index.count("none")
+    await index.reset()  # re-embedding drops the table
+    assert await index_options(pool) is None
+    await PgVectorIndex(pool, DIM).count("none")
+    assert await index_options(pool) is not None
 
 
 async def test_a_large_scope_is_ranked_through_the_index_close_to_exact(
@@ -64,8 +117,11 @@ async def test_a_large_scope_is_ranked_through_the_index_close_to_exact(
     ]
     exact_index = PgVectorIndex(pool, DIM)
     await exact_index.upsert(records)
+    async with pool.acquire() as conn:  # the admin command, without its wait for servers
+        assert await switch(conn, "hnsw", settle_s=0)
     hnsw = PgVectorIndex(pool, DIM, Hnsw(ef_search=200))
-    await hnsw.count(big)  # builds the index over what is there
+    await hnsw.count(big)
+    assert hnsw.searches_with_hnsw
     await pool.execute("ANALYZE memory_vectors")
     questions = [vector(rng) for _ in range(20)]
     shares = []

@@ -279,7 +279,9 @@ class MemoryServer:
     ) -> PgVectorIndex | TigerGraphIndex:
         if settings.vector_index != "tigergraph":
             hnsw = Hnsw(ef_search=settings.pgvector_hnsw_ef_search)
-            return PgVectorIndex(pool, dimension, hnsw if settings.pgvector_hnsw else None)
+            return PgVectorIndex(
+                pool, dimension, hnsw, request="hnsw" if settings.pgvector_hnsw else "exact"
+            )
         index = TigerGraphIndex(
             settings.tigergraph_host,
             settings.tigergraph_graph,

@@ -101,8 +101,11 @@ class Settings:
     outbox_max_backoff_seconds: float = 60.0
     # Where vectors live: "pgvector" (embedded, in this PostgreSQL) or "tigergraph".
     vector_index: str = "pgvector"
-    # pgvector only: an HNSW index (m 32, ef_construction 200) for scopes raised to tens of
-    # thousands of facts, searched with this many candidates; off = exact scans (and no index).
+    # pgvector only. Whether memory_vectors has an HNSW index (m 32, ef_construction 200) is the
+    # database's (index/pgvector.py): pgvector_hnsw is the kind this server records if it is the
+    # first to make the table, and is ignored once one is recorded (change it with `python -m
+    # memory_server.index.pgvector_kind hnsw|exact`); ef_search is this server's, for searches
+    # while the database has the index.
     pgvector_hnsw: bool = False
     pgvector_hnsw_ef_search: int = 800
     tigergraph_host: str = ""

@@ -10,15 +10,15 @@ A fresh embedded PostgreSQL in a temporary directory gets migrations up to 0005;
 scale_curve's texts (its base texts plus `ticket k`). For each scope size: the store's own
 `PostgresFactStore.lexical` (top 50, what recall asks for) timed over `--queries` of
 recall_texts' questions, and the plan of one of them (EXPLAIN (ANALYZE, BUFFERS) of the very
-statement the store sends). Then migration 0006 is applied, ANALYZE, and the same again; then
-`CREATE EXTENSION btree_gin` and a GIN index on (scope_id, lexemes), and the same again.
+statement the store sends, `store.facts.LEXICAL_STATEMENT`). Then migration 0006 is applied,
+ANALYZE, and the same again; then `CREATE EXTENSION btree_gin` and a GIN index on (scope_id,
+lexemes), and the same again.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import tempfile
 import time
@@ -30,28 +30,16 @@ from typing import Any
 import asyncpg
 from latency import percentile
 from recall_texts import questions
+from reporting import write_report
 from scale_curve import base_texts
 
 from memory_server.memory.identity import Scope, scope_hash
 from memory_server.memory.ports import AsOf
 from memory_server.store.embedded import EmbeddedPostgres
-from memory_server.store.facts import PostgresFactStore
+from memory_server.store.facts import LEXICAL_STATEMENT, PostgresFactStore, lexical_arguments
 from memory_server.store.schema import apply_migrations, bundled_migrations
 
 GRAPH = "Plan"
-
-
-class Explaining:
-    """Hands the store's statement to EXPLAIN instead of running it (bench harness only)."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
-        self.plan = ""
-
-    async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        rows = await self.pool.fetch("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, *args)
-        self.plan = "\n".join(r[0] for r in rows)
-        return []
 
 
 async def seed(conn: asyncpg.Connection, users: list[str], per_scope: int, k0: int) -> int:
@@ -89,8 +77,6 @@ async def measure(
     pool: asyncpg.Pool, groups: list[tuple[str, str]], queries: int
 ) -> list[dict[str, Any]]:
     store = PostgresFactStore(pool)
-    explaining = Explaining(pool)
-    explain_store = PostgresFactStore(explaining)  # type: ignore[arg-type]
     qs = questions(64)
     out = []
     for label, user in groups:
@@ -102,12 +88,15 @@ async def measure(
             began = time.perf_counter()
             await store.lexical(scope, qs[i % len(qs)], 50, AsOf())
             ms.append((time.perf_counter() - began) * 1000)
-        await explain_store.lexical(scope, qs[0], 50, AsOf())
+        plan = await pool.fetch(
+            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + LEXICAL_STATEMENT,
+            *lexical_arguments(scope, qs[0], 50, AsOf()),
+        )
         row = {
             "scope": label,
             "p50_ms": round(statistics.median(ms), 2),
             "p99_ms": round(percentile(sorted(ms), 99), 2),
-            "plan": explaining.plan,
+            "plan": "\n".join(r[0] for r in plan),
         }
         print(f"{label}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms", flush=True)
         out.append(row)
@@ -175,8 +164,7 @@ def main() -> None:
     p.add_argument("--json-out", type=Path, default=Path("bench/results/lexical_plan.json"))
     args = p.parse_args()
     result = asyncio.run(run(args))
-    args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.json_out, result)
     print("| scope | 0005: GIN (lexemes) | 0006: scope btree | btree_gin (scope_id, lexemes) |")
     for b, a, g in zip(result["before"], result["after"], result["btree_gin"], strict=True):
         print(f"| {b['scope']} | {b['p50_ms']} | {a['p50_ms']} | {g['p50_ms']} |")

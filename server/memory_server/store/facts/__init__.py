@@ -23,7 +23,7 @@ from memory_server.store.facts._outbox import (
     VectorOutbox,
     VectorSource,
 )
-from memory_server.store.facts._reads import FactReads
+from memory_server.store.facts._reads import LEXICAL_STATEMENT, FactReads, lexical_arguments
 from memory_server.store.facts._writes import FactWrites
 
 
@@ -35,9 +35,11 @@ class PostgresFactStore(FactReads, FactWrites, FactLinks, VectorOutbox):
 
 
 __all__ = [
+    "LEXICAL_STATEMENT",
     "EmbeddingModelMismatch",
     "OutboxBatch",
     "OutboxItem",
     "PostgresFactStore",
     "VectorSource",
+    "lexical_arguments",
 ]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
 from memory_server.index.pgvector import PgVectorIndex
-from memory_server.main import embedding_backend
+from memory_server.long_term import embedding_backend
 from memory_server.settings import Settings, SettingsError, settings_from_cli
 from memory_server.store.database import open_database
 

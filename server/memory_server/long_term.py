@@ -8,6 +8,9 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
+from memory_server.embedding.backend import AsyncEmbeddingBackend, EmbeddingBackend
+from memory_server.embedding.minilm import MiniLMBackend
+from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.memory.facts.admin import FactAdmin
@@ -32,7 +35,7 @@ from memory_server.memory.recall.search import Recall, RecallSettings
 from memory_server.memory.recall.seen import SeenRecorder
 from memory_server.settings import Settings
 
-__all__ = ["LongTerm", "learning_parts", "long_term", "recall_settings"]
+__all__ = ["LongTerm", "embedding_backend", "learning_parts", "long_term", "recall_settings"]
 
 
 def learning_parts(
@@ -142,3 +145,16 @@ def recall_settings(settings: Settings) -> RecallSettings:
         time_intent_weight=settings.ltm_time_intent_weight,
         off_subject_weight=settings.ltm_off_subject_weight,
     )
+
+
+def embedding_backend(settings: Settings) -> EmbeddingBackend | AsyncEmbeddingBackend:
+    """The configured model; nothing is loaded until the first text is embedded."""
+    if settings.embedding_base_url:
+        return OpenAICompatibleEmbeddings(
+            base_url=settings.embedding_base_url,
+            model=settings.embedding_model,
+            api_key=settings.embedding_api_key or None,
+            dimension=settings.embedding_dimension,
+            timeout_s=settings.request_timeout_seconds,
+        )
+    return MiniLMBackend()

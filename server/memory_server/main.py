@@ -23,15 +23,14 @@ from memory_server.api.draining import InFlight, stop_draining
 from memory_server.api.interceptors import EdgeInterceptor
 from memory_server.api.servicer import MemoryServicer
 from memory_server.embedding.backend import AsyncEmbeddingBackend, EmbeddingBackend
-from memory_server.embedding.minilm import MiniLMBackend
-from memory_server.embedding.openai import OpenAICompatibleEmbeddings
 from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.secret_process import ProcessSecretFilter
 from memory_server.index.pgvector import Hnsw, PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
 from memory_server.logs import configure_logging
-from memory_server.long_term import LongTerm, long_term
+from memory_server.long_term import LongTerm, embedding_backend, long_term
 from memory_server.memory.background import finish_or_cancel
+from memory_server.memory.conversation.history import ConversationHistory
 from memory_server.memory.conversation.summary import ExtractiveSummarizer
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.facts.retention import RetentionJob
@@ -57,7 +56,6 @@ SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 
-# Longer than the 64 KiB message default so a maximal AppendMessages batch fits.
 class MemoryServer:
     """The running service. `start()` builds everything; `close()` (idempotent, safe before
     start) drains and tears down: health NOT_SERVING → stop accepting → in-flight RPCs finish
@@ -100,8 +98,9 @@ class MemoryServer:
             self._stack.push_async_callback(endpoint.close)
             self.metrics_port = endpoint.port
         servicer_memory: ConversationMemory | None = None
+        history: ConversationHistory | None = None
         if settings.enabled:
-            servicer_memory = await self._start_memory(settings)
+            servicer_memory, history = await self._start_memory(settings)
         edge = EdgeInterceptor(
             metrics=self.metrics, auth_token=settings.auth_token, tracing=settings.tracing
         )
@@ -122,6 +121,7 @@ class MemoryServer:
             MemoryServicer(
                 settings,
                 servicer_memory,
+                history,
                 self.long_term.recall if self.long_term else None,
                 self.long_term.facts if self.long_term else None,
             ),
@@ -159,7 +159,9 @@ class MemoryServer:
             ", mutual TLS" if settings.tls_client_ca_file else "",
         )
 
-    async def _start_memory(self, settings: Settings) -> ConversationMemory:
+    async def _start_memory(
+        self, settings: Settings
+    ) -> tuple[ConversationMemory, ConversationHistory]:
         backend = embedding_backend(settings)
         # The embedded pgvector proves it runs on this CPU before anything is served.
         check = backend.dimension if settings.vector_index != "tigergraph" else None
@@ -197,8 +199,9 @@ class MemoryServer:
             learning=lambda: ltm.learning.pending,
             index=self.index.backlog if isinstance(self.index, TigerGraphIndex) else None,
         )
+        conversations = PostgresConversationStore(pool)
         memory = ConversationMemory(
-            store=PostgresConversationStore(pool),
+            store=conversations,
             executor=registry,
             counter=counter,
             summarizer=summarizer,
@@ -211,7 +214,7 @@ class MemoryServer:
         )
         # Closed first (exit stack order): compactions and extractions use everything else.
         self._stack.push_async_callback(memory.close, settings.shutdown_grace_seconds)
-        return memory
+        return memory, ConversationHistory(store=conversations, executor=registry)
 
     async def _start_long_term(
         self,
@@ -337,19 +340,6 @@ def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials(
         [pair], root_certificates=client_ca, require_client_auth=client_ca is not None
     )
-
-
-def embedding_backend(settings: Settings) -> EmbeddingBackend | AsyncEmbeddingBackend:
-    """The configured model; nothing is loaded until the first text is embedded."""
-    if settings.embedding_base_url:
-        return OpenAICompatibleEmbeddings(
-            base_url=settings.embedding_base_url,
-            model=settings.embedding_model,
-            api_key=settings.embedding_api_key or None,
-            dimension=settings.embedding_dimension,
-            timeout_s=settings.request_timeout_seconds,
-        )
-    return MiniLMBackend()
 
 
 async def serve(settings: Settings) -> None:

@@ -15,6 +15,7 @@ from memory_server.api.call import Call, GraphCall, graph_rpc, rpc, time_field
 from memory_server.api.imported import new_messages
 from memory_server.api.secret_fields import refuse_secret
 from memory_server.extraction.secrets import DetectSecretsFilter
+from memory_server.memory.conversation.history import ConversationHistory
 from memory_server.memory.conversation.model import ReplyFields
 from memory_server.memory.errors import Disabled, InvalidArgument
 from memory_server.memory.facts.admin import FactAdmin
@@ -38,6 +39,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self,
         settings: Settings,
         memory: ConversationMemory | None,
+        history: ConversationHistory | None = None,
         recall: Recall | None = None,
         facts: FactAdmin | None = None,
         secrets: SecretFilter | None = None,
@@ -48,6 +50,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self._settings = settings
         self._secrets = secrets if secrets is not None else DetectSecretsFilter()
         self._enabled_memory = memory
+        self._enabled_history = history
         self._enabled_recall = recall
         self._enabled_facts = facts
 
@@ -62,6 +65,12 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if self._enabled_facts is None:
             raise Disabled("long-term memory is disabled on this server")
         return self._enabled_facts
+
+    @property
+    def _history(self) -> ConversationHistory:
+        if self._enabled_history is None:
+            raise Disabled("memory is disabled on this server (memory_config.enabled is false)")
+        return self._enabled_history
 
     @property
     def _memory(self) -> ConversationMemory:
@@ -158,7 +167,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def ListConversations(
         self, call: Call[pb.ListConversationsRequest]
     ) -> pb.ListConversationsResponse:
-        page = await self._memory.list_conversations(
+        page = await self._history.list_conversations(
             call.scope,
             call.page_size(LIST_CONVERSATIONS_PAGE),
             call.request.page_token,
@@ -173,7 +182,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def GetConversation(
         self, call: Call[pb.GetConversationRequest]
     ) -> pb.GetConversationResponse:
-        info, page = await self._memory.get_conversation(
+        info, page = await self._history.get_conversation(
             call.scope,
             call.id("conversation_id"),
             call.page_size(GET_CONVERSATION_PAGE),
@@ -192,7 +201,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def SubmitFeedback(
         self, call: Call[pb.SubmitFeedbackRequest]
     ) -> pb.SubmitFeedbackResponse:
-        message = await self._memory.submit_feedback(
+        message = await self._history.submit_feedback(
             call.scope,
             call.id("message_id"),
             c.feedback("feedback", call.request.feedback),
@@ -207,7 +216,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def RenameConversation(
         self, call: Call[pb.RenameConversationRequest]
     ) -> pb.RenameConversationResponse:
-        info = await self._memory.rename_conversation(
+        info = await self._history.rename_conversation(
             call.scope,
             call.id("conversation_id"),
             await self._name(call, "name"),
@@ -225,7 +234,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def DeleteConversation(
         self, call: Call[pb.DeleteConversationRequest]
     ) -> pb.DeleteConversationResponse:
-        deleted = await self._memory.delete_conversation(
+        deleted = await self._history.delete_conversation(
             call.scope, call.id("conversation_id"), timeout_s=call.budget_s
         )
         return pb.DeleteConversationResponse(deleted_messages=deleted)
@@ -236,7 +245,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def ListFeedback(
         self, call: GraphCall[pb.ListFeedbackRequest]
     ) -> pb.ListFeedbackResponse:
-        page = await self._memory.list_feedback(
+        page = await self._history.list_feedback(
             call.graphname,
             call.request.rated_only,
             call.page_size(LIST_FEEDBACK_PAGE),

@@ -21,13 +21,9 @@ from memory_server.memory.conversation.model import (
     AppendOutcome,
     CompletedTurn,
     ContextCandidates,
-    ConversationInfo,
-    Feedback,
-    FeedbackEntry,
     LongTermSection,
     MemoryContext,
     NewMessage,
-    Page,
     ReplyFields,
     Role,
     StartedTurn,
@@ -340,65 +336,4 @@ class ConversationMemory:
             newest_first=candidates.newest_first,
             unsummarized_count=candidates.unsummarized_count,
             long_term=long_term,
-        )
-
-    async def list_conversations(
-        self, scope: Scope, page_size: int, cursor: str, timeout_s: float | None = None
-    ) -> Page[ConversationInfo]:
-        return await self._store.list_conversations(scope, page_size, cursor, timeout_s)
-
-    async def get_conversation(
-        self,
-        scope: Scope,
-        conversation_id: str,
-        page_size: int,
-        cursor: str,
-        timeout_s: float | None = None,
-        page_bytes: int | None = None,
-    ) -> tuple[ConversationInfo, Page[StoredMessage]]:
-        return await self._store.get_conversation(
-            scope, conversation_id, page_size, cursor, timeout_s, page_bytes
-        )
-
-    async def list_feedback(
-        self,
-        graphname: str,
-        rated_only: bool,
-        page_size: int,
-        cursor: str,
-        timeout_s: float | None = None,
-        page_bytes: int | None = None,
-    ) -> Page[FeedbackEntry]:
-        return await self._store.list_feedback(
-            graphname, rated_only, page_size, cursor, timeout_s, page_bytes
-        )
-
-    # --- UI writes -------------------------------------------------------------------------
-
-    async def submit_feedback(
-        self,
-        scope: Scope,
-        message_id: str,
-        feedback: Feedback,
-        comment: str,
-        timeout_s: float | None = None,
-    ) -> StoredMessage:
-        return await self._executor.run(
-            scope,
-            lambda: self._store.set_feedback(scope, message_id, feedback, comment, timeout_s),
-        )
-
-    async def rename_conversation(
-        self, scope: Scope, conversation_id: str, name: str, timeout_s: float | None = None
-    ) -> ConversationInfo:
-        return await self._executor.run(
-            scope,
-            lambda: self._store.rename_conversation(scope, conversation_id, name, timeout_s),
-        )
-
-    async def delete_conversation(
-        self, scope: Scope, conversation_id: str, timeout_s: float | None = None
-    ) -> int:
-        return await self._executor.run(
-            scope, lambda: self._store.delete_conversation(scope, conversation_id, timeout_s)
         )

@@ -1,0 +1,85 @@
+"""The conversation history the UI shows: conversations newest first, a conversation's
+messages in order, feedback and its admin export, renaming and deleting a conversation.
+
+Reads go straight to the store; writes go through the scope's actor, in the order accepted,
+beside the turns of the same scope.
+"""
+
+from __future__ import annotations
+
+from memory_server.memory.conversation.model import (
+    ConversationInfo,
+    Feedback,
+    FeedbackEntry,
+    Page,
+    StoredMessage,
+)
+from memory_server.memory.identity import Scope
+from memory_server.memory.ports import ConversationStore, ScopeExecutor
+
+
+class ConversationHistory:
+    def __init__(self, *, store: ConversationStore, executor: ScopeExecutor) -> None:
+        self._store = store
+        self._executor = executor
+
+    async def list_conversations(
+        self, scope: Scope, page_size: int, cursor: str, timeout_s: float | None = None
+    ) -> Page[ConversationInfo]:
+        return await self._store.list_conversations(scope, page_size, cursor, timeout_s)
+
+    async def get_conversation(
+        self,
+        scope: Scope,
+        conversation_id: str,
+        page_size: int,
+        cursor: str,
+        timeout_s: float | None = None,
+        page_bytes: int | None = None,
+    ) -> tuple[ConversationInfo, Page[StoredMessage]]:
+        return await self._store.get_conversation(
+            scope, conversation_id, page_size, cursor, timeout_s, page_bytes
+        )
+
+    async def list_feedback(
+        self,
+        graphname: str,
+        rated_only: bool,
+        page_size: int,
+        cursor: str,
+        timeout_s: float | None = None,
+        page_bytes: int | None = None,
+    ) -> Page[FeedbackEntry]:
+        return await self._store.list_feedback(
+            graphname, rated_only, page_size, cursor, timeout_s, page_bytes
+        )
+
+    # --- UI writes -------------------------------------------------------------------------
+
+    async def submit_feedback(
+        self,
+        scope: Scope,
+        message_id: str,
+        feedback: Feedback,
+        comment: str,
+        timeout_s: float | None = None,
+    ) -> StoredMessage:
+        return await self._executor.run(
+            scope,
+            lambda: self._store.set_feedback(scope, message_id, feedback, comment, timeout_s),
+        )
+
+    async def rename_conversation(
+        self, scope: Scope, conversation_id: str, name: str, timeout_s: float | None = None
+    ) -> ConversationInfo:
+        return await self._executor.run(
+            scope,
+            lambda: self._store.rename_conversation(scope, conversation_id, name, timeout_s),
+        )
+
+    async def delete_conversation(
+        self, scope: Scope, conversation_id: str, timeout_s: float | None = None
+    ) -> int:
+        return await self._executor.run(
+            scope, lambda: self._store.delete_conversation(scope, conversation_id, timeout_s)
+        )

@@ -16,7 +16,13 @@ from memory_client.client import _Rpcs
 from memory_client.v1 import memory_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
-ENTRIES = {name: entry for name, entry in vars(_Rpcs).items() if isinstance(entry, RpcMethod)}
+# The table's entries, its long-term memory part (memory_client._fact_rpcs) included.
+ENTRIES = {
+    name: entry
+    for table in _Rpcs.__mro__
+    for name, entry in vars(table).items()
+    if isinstance(entry, RpcMethod)
+}
 
 
 def test_every_rpc_of_the_service_has_one_entry() -> None:

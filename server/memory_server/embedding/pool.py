@@ -29,7 +29,6 @@ import time
 from array import array
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import cast
 
@@ -40,44 +39,11 @@ from memory_server.embedding.backend import (
     EmbeddingError,
     is_async_backend,
 )
+from memory_server.embedding.threaded import ThreadedBackend
 from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import MemoryServiceError, Overloaded, Unavailable
 
 log = logging.getLogger(__name__)
-
-
-class _ThreadedBackend:
-    """Adapts a synchronous backend: every call runs on one dedicated worker thread, in
-    submission order (so `close` runs after any batch still in flight)."""
-
-    def __init__(self, backend: EmbeddingBackend) -> None:
-        self._backend = backend
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding")
-
-    @property
-    def model_name(self) -> str:
-        return self._backend.model_name
-
-    @property
-    def dimension(self) -> int:
-        return self._backend.dimension
-
-    async def load(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._backend.load)
-
-    async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._backend.embed_batch, list(texts)
-        )
-
-    async def close(self) -> None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._backend.close)
-        except asyncio.CancelledError:
-            # The worker is stuck in a batch: leave it to finish on its own.
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            raise
-        self._executor.shutdown(wait=True)  # the worker is idle: this returns at once
 
 
 @dataclass(slots=True)
@@ -125,7 +91,7 @@ class EmbeddingPool(Lifecycle):
         if is_async_backend(backend):
             self._backend = backend
         else:  # a TypeGuard does not narrow the other branch
-            self._backend = _ThreadedBackend(cast(EmbeddingBackend, backend))
+            self._backend = ThreadedBackend(cast(EmbeddingBackend, backend))
         self._max_batch = max_batch
         self._max_wait_s = max_wait_ms / 1000.0
         self._max_queue = max_queue

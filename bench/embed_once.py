@@ -1,57 +1,54 @@
 """Issue 17: texts the embedding backend runs with the pool's cache off (0) and on (2048), in one
 run: AddFact ingest until indexed, then 80 learning turns (StartTurn + CompleteTurn stating a
 fact: recall, offline extraction, the similarity reconciler, the outbox), then the model's own
-batched rate as the floor. Backend texts come from the server's embedding_batch_size metric."""
+batched rate as the floor. Backend texts come from the server's embedding_batch_size metric.
+
+    .venv/bin/python bench/embed_once.py [--scopes 4] [--facts 150] [--concurrency 16]
+"""
+
+from __future__ import annotations
 
 import argparse
 import asyncio
 import re
 import socket
-import sys
 import time
 import urllib.request
 import uuid
+from typing import Any
 
-sys.path.insert(0, "bench")
 import grpc
+from loadgen import ConversationFields
 from profile_server import GRAPH, ingest
 from recall_texts import scope_facts
-from serverproc import BenchServer
+from serverproc import serving
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 from memory_server.embedding import MiniLMBackend
 
+HOBBIES = [
+    "chess", "climbing", "pottery", "jazz piano", "sailing", "birdwatching", "baking", "cycling",
+    "knitting", "astronomy",
+]  # fmt: skip
 
-def port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
 
 
 def embedded(addr: str) -> float:
-    text = urllib.request.urlopen(f"http://{addr}/metrics").read().decode()
+    """The texts the server's embedding backend has run so far (its batch-size histogram)."""
+    with urllib.request.urlopen(f"http://{addr}/metrics") as response:
+        text = response.read().decode()
     m = re.search(r"^\S*embedding_batch_size\S*_sum\S* (\S+)$", text, re.M)
     return float(m.group(1)) if m else -1.0
 
 
-HOBBIES = [
-    "chess",
-    "climbing",
-    "pottery",
-    "jazz piano",
-    "sailing",
-    "birdwatching",
-    "baking",
-    "cycling",
-    "knitting",
-    "astronomy",
-]
-
-
-async def learn_phase(stub: pb_grpc.MemoryServiceStub, cache: int, maddr: str) -> dict:
+async def learn_phase(stub: pb_grpc.MemoryServiceStub, cache: int, maddr: str) -> dict[str, float]:
     """Turns whose user messages state facts: extraction, the similarity reconciler, the outbox."""
     before = embedded(maddr)
     t = time.perf_counter()
@@ -59,7 +56,7 @@ async def learn_phase(stub: pb_grpc.MemoryServiceStub, cache: int, maddr: str) -
     async def user(u: int) -> None:
         for k, hobby in enumerate(HOBBIES):
             text = f"I really enjoy {hobby} on weekends with friend number {u * 10 + k}."
-            scope = {
+            scope: ConversationFields = {
                 "username": f"learn{cache}-{u}",
                 "graphname": GRAPH,
                 "conversation_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{cache}-{u}")),
@@ -86,9 +83,9 @@ async def learn_phase(stub: pb_grpc.MemoryServiceStub, cache: int, maddr: str) -
     }
 
 
-async def one(cache: int, args) -> dict:
-    maddr = f"127.0.0.1:{port()}"
-    with BenchServer(["--embedding-cache-size", str(cache), "--metrics-address", maddr]) as server:
+async def one(cache: int, args: argparse.Namespace) -> dict[str, Any]:
+    maddr = f"127.0.0.1:{free_port()}"
+    with serving(["--embedding-cache-size", str(cache), "--metrics-address", maddr]) as server:
         async with grpc.aio.insecure_channel(server.address) as ch:
             stub = pb_grpc.MemoryServiceStub(ch)
             await stub.AddFact(pb.AddFactRequest(username="w", graphname=GRAPH, text="warm"))
@@ -110,14 +107,15 @@ async def one(cache: int, args) -> dict:
     }
 
 
-async def main() -> None:
-    p = argparse.ArgumentParser()
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scopes", type=int, default=4)
     p.add_argument("--facts", type=int, default=150)
     p.add_argument("--concurrency", type=int, default=16)
     args = p.parse_args()
+    args.bulk = 0  # profile_server.ingest: AddFact, one fact per call
     for cache in (0, 2048, 0, 2048):
-        print(await one(cache, args), flush=True)
+        print(asyncio.run(one(cache, args)), flush=True)
     b = MiniLMBackend()
     b.load()
     texts = [t for i in range(args.scopes) for t in scope_facts(100 + i, args.facts)]
@@ -128,4 +126,5 @@ async def main() -> None:
     print({"floor_texts_per_s": len(texts) / dt, "texts": len(texts)}, flush=True)
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    main()

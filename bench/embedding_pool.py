@@ -21,6 +21,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from latency import percentile
+
 from memory_server.embedding import EmbeddingPool, MiniLMBackend
 
 SUBJECTS = [
@@ -40,13 +42,6 @@ def facts(count: int) -> list[str]:
     return [
         TEMPLATES[i % len(TEMPLATES)].format(s=SUBJECTS[i % len(SUBJECTS)]) for i in range(count)
     ]
-
-
-def percentile(ordered: list[float], p: float) -> float:
-    """Nearest-rank percentile of a sorted list; NaN when empty."""
-    if not ordered:
-        return math.nan
-    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
 
 
 @dataclass

@@ -18,16 +18,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import asyncpg
 import numpy as np
 from recall_texts import questions
+from reporting import markdown_table
 from scale_curve import GRAPH, Seeder, base_texts, init_connection
 
 from memory_server.embedding import MiniLMBackend
@@ -133,13 +132,9 @@ def main() -> None:
     p.add_argument("--questions", type=int, default=40)
     args = p.parse_args()
     rows = asyncio.run(run(args))
-    print("\n| build | built s | ef_search | scope | recall@10 | p50 ms | HNSW plan |")
-    print("|---|---:|---:|---|---:|---:|---|")
-    for r in rows:
-        print(
-            f"| {r['build']} | {r.get('built_s', '')} | {r.get('ef_search', '')} | {r['scope']} "
-            f"| {r.get('recall_at_10', '')} | {r['p50_ms']} | {r.get('hnsw_plan', '')} |"
-        )
+    columns = ("build", "built s", "ef_search", "scope", "recall@10", "p50 ms", "HNSW plan")
+    keys = ("build", "built_s", "ef_search", "scope", "recall_at_10", "p50_ms", "hnsw_plan")
+    print("\n" + markdown_table(columns, [[r.get(k) for k in keys] for r in rows]))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,21 +48,36 @@ class Recorder:
         }
 
 
+def ms_summary(latencies_ms: Iterable[float], ndigits: int = 2) -> dict[str, float | None]:
+    """p50, p95, p99 (nearest rank), mean and max of latencies in ms, rounded; None when there
+    are none."""
+    ordered = sorted(latencies_ms)
+
+    def at(value: float) -> float | None:
+        return None if math.isnan(value) else round(value, ndigits)
+
+    return {
+        "p50_ms": at(percentile(ordered, 50)),
+        "p95_ms": at(percentile(ordered, 95)),
+        "p99_ms": at(percentile(ordered, 99)),
+        "mean_ms": at(statistics.fmean(ordered) if ordered else math.nan),
+        "max_ms": at(ordered[-1] if ordered else math.nan),
+    }
+
+
+def calls_summary(latencies_s: Sequence[float]) -> dict[str, float | None]:
+    """The count of calls and `ms_summary` of their latencies, given in seconds."""
+    return {"count": len(latencies_s), **ms_summary(s * 1000 for s in latencies_s)}
+
+
 def summarize(
     latencies: list[float], window_s: float, errors: Counter[str] | None = None
 ) -> dict[str, Any]:
-    ordered = sorted(latencies)
-
-    def ms(value: float) -> float | None:
-        return None if math.isnan(value) else round(value * 1000, 3)
-
+    """A measured window's calls (latencies in seconds): count, throughput, `ms_summary`, and
+    errors by status code."""
     return {
-        "count": len(ordered),
-        "throughput_per_s": round(len(ordered) / window_s, 1),
-        "p50_ms": ms(percentile(ordered, 50)),
-        "p95_ms": ms(percentile(ordered, 95)),
-        "p99_ms": ms(percentile(ordered, 99)),
-        "mean_ms": ms(sum(ordered) / len(ordered) if ordered else math.nan),
-        "max_ms": ms(ordered[-1] if ordered else math.nan),
+        "count": len(latencies),
+        "throughput_per_s": round(len(latencies) / window_s, 1),
+        **ms_summary((s * 1000 for s in latencies), 3),
         "errors": dict(errors or {}),
     }

@@ -31,6 +31,7 @@ from typing import Any
 import asyncpg
 from lexical_plan import GRAPH, seed
 from recall_texts import questions
+from reporting import markdown_table
 
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
@@ -142,13 +143,9 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=30)
     args = p.parse_args()
     rows = asyncio.run(run(args))
-    print("\n| scope | base p50 ms | tree p50 ms | tree ÷ base | same answers |")
-    print("|---|---:|---:|---:|---|")
-    for r in rows:
-        print(
-            f"| {r['scope']} | {r['base_p50_ms']} | {r['tree_p50_ms']} | {r['tree_vs_base']} "
-            f"| {r['same']} |"
-        )
+    columns = ("scope", "base p50 ms", "tree p50 ms", "tree ÷ base", "same answers")
+    keys = ("scope", "base_p50_ms", "tree_p50_ms", "tree_vs_base", "same")
+    print("\n" + markdown_table(columns, [[r[k] for k in keys] for r in rows]))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from typing import Any
 import asyncpg
 from latency import percentile
 from recall_texts import questions
-from reporting import write_report
+from reporting import markdown_table, write_report
 from scale_curve import base_texts
 
 from memory_server.memory.identity import Scope, scope_hash
@@ -165,9 +165,12 @@ def main() -> None:
     args = p.parse_args()
     result = asyncio.run(run(args))
     write_report(args.json_out, result)
-    print("| scope | 0005: GIN (lexemes) | 0006: scope btree | btree_gin (scope_id, lexemes) |")
-    for b, a, g in zip(result["before"], result["after"], result["btree_gin"], strict=True):
-        print(f"| {b['scope']} | {b['p50_ms']} | {a['p50_ms']} | {g['p50_ms']} |")
+    columns = ("scope", "0005: GIN (lexemes)", "0006: scope btree", "btree_gin (scope_id, lexemes)")
+    rows = [
+        [b["scope"], b["p50_ms"], a["p50_ms"], g["p50_ms"]]
+        for b, a, g in zip(result["before"], result["after"], result["btree_gin"], strict=True)
+    ]
+    print(markdown_table(columns, rows))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -36,12 +36,20 @@ HEALTH, START, COMPLETE, PAIR = "Health/Check", "StartTurn", "CompleteTurn", "Tu
 START_OTHER, START_HOT = "StartTurn (other scopes)", "StartTurn (hot scope)"
 
 
+class ConversationFields(TypedDict):
+    """The fields that name a conversation in StartTurn, CompleteTurn and AppendMessages."""
+
+    username: str
+    graphname: str
+    conversation_id: str
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     username: str
     conversation_id: str
 
-    def scope(self) -> dict[str, str]:
+    def scope(self) -> ConversationFields:
         return {
             "username": self.username,
             "graphname": GRAPH,

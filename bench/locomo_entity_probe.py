@@ -31,9 +31,10 @@ from typing import Any
 
 import grpc
 from locomo_data import CATEGORIES, DEFAULT_DATA, Conversation, Question, load
-from locomo_recall import GRAPHNAME, bounded, ingest, username, wait_for_index
+from locomo_recall import GRAPHNAME, REFERENCE, ingest, username, wait_for_index
 from reporting import write_report
-from serverproc import BenchServer
+from rpc import bounded
+from serverproc import serving
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -91,9 +92,9 @@ async def collect(
 ) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]], list[Any]]:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
-        fact_to_turn, added = await ingest(stub, conversations, 16)
+        fact_to_turn, added = await ingest(stub, conversations, 16, setups=(REFERENCE,))
         await wait_for_index(stub, conversations, added, 16, 900)
-        texts = {sid: dict(facts) for sid, facts in added.items()}
+        texts = {sid: {f.fact_id: f.text for f in facts} for sid, facts in added.items()}
         answers: list[Any] = []
 
         async def ask(job: tuple[Conversation, Question]) -> None:
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json-out", type=Path, default=Path("bench/results/locomo_entity.json"))
     args = p.parse_args(argv)
     conversations = load(args.data, args.limit_conversations)
-    with BenchServer(["--max-facts-per-scope", "5000", "--ltm-links-per-fact", "0"]) as server:
+    with serving(["--max-facts-per-scope", "5000", "--ltm-links-per-fact", "0"]) as server:
         fact_to_turn, texts, answers = asyncio.run(collect(server.address, conversations))
     kinds: dict[str, Callable[[str], set[str]]] = {"names": names, "rare": rare_words}
     links = {

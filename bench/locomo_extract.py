@@ -20,19 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from locomo_data import DEFAULT_DATA, canonical, load
 
-from locomo_data import DEFAULT_DATA, canonical, load  # noqa: E402
-
-from memory_server.memory.learning import self_statements  # noqa: E402
-from memory_server.memory.learning.extract import RuleExtractor  # noqa: E402
-from memory_server.memory.ports import ExtractionInput  # noqa: E402
+from memory_server.memory.learning import self_statements
+from memory_server.memory.learning.extract import RuleExtractor
+from memory_server.memory.ports import ExtractionInput
 
 
 def _observation_turns(path: Path) -> dict[str, set[str]]:

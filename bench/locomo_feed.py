@@ -13,18 +13,17 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
-from google.protobuf.timestamp_pb2 import Timestamp
 from locomo_data import Conversation, Turn
+from reporting import Progress
+from rpc import timestamp
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 
 GRAPHNAME = "LoCoMo"
-_SESSION_TIME = re.compile(r"session_(\d+)_date_time")
 _METRIC_LINE = re.compile(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$")
 _METRICS_AT = re.compile(r"metrics on (http://[\d.]+:\d+/metrics)")
 
@@ -40,10 +39,9 @@ class Observation:
 
 @dataclass(frozen=True, slots=True)
 class Extras:
-    """What locomo_data does not load: speakers, session times, observations."""
+    """What locomo_data does not load: speakers, observations."""
 
     speakers: tuple[str, str]
-    session_times: dict[int, datetime]
     observations: list[Observation]
 
 
@@ -72,22 +70,12 @@ class Fed:
     extractors: dict[str, int] = field(default_factory=dict)  # live facts by extractor
 
 
-def parse_session_time(text: str) -> datetime:
-    """ "1:56 pm on 8 May, 2023" (LoCoMo's format), taken as UTC."""
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-
-
 def load_extras(path: Path, sample_ids: Sequence[str]) -> dict[str, Extras]:
     samples = {s["sample_id"]: s for s in json.loads(path.read_text(encoding="utf-8"))}
     out: dict[str, Extras] = {}
     for sid in sample_ids:
         sample = samples[sid]
         conversation = sample["conversation"]
-        times = {
-            int(m[1]): parse_session_time(value)
-            for key, value in conversation.items()
-            if (m := _SESSION_TIME.fullmatch(key)) and isinstance(value, str)
-        }
         observations = [
             Observation(speaker, str(item[0]), str(item[1]))
             for session in (sample.get("observation") or {}).values()
@@ -95,35 +83,22 @@ def load_extras(path: Path, sample_ids: Sequence[str]) -> dict[str, Extras]:
             for item in items
             if len(item) >= 2
         ]
-        out[sid] = Extras(
-            (conversation["speaker_a"], conversation["speaker_b"]), times, observations
-        )
+        out[sid] = Extras((conversation["speaker_a"], conversation["speaker_b"]), observations)
     return out
-
-
-def session_of(turn: Turn) -> int:
-    return int(turn.dia_id[1:].split(":")[0])
-
-
-def _timestamp(moment: datetime) -> Timestamp:
-    ts = Timestamp()
-    ts.FromDatetime(moment)
-    return ts
 
 
 def sessions(conversation: Conversation) -> dict[int, list[Turn]]:
     out: dict[int, list[Turn]] = {}
     for turn in conversation.turns:
-        out.setdefault(session_of(turn), []).append(turn)
+        out.setdefault(turn.session, []).append(turn)
     return out
 
 
 async def feed_side(
     stub: pb_grpc.MemoryServiceStub,
     conversation: Conversation,
-    extras: Extras,
     side: Side,
-    progress: Any,
+    progress: Progress,
     pause_s: float = 0.0,
 ) -> Fed:
     """Every session of the conversation, in order, as one conversation of this side's scope:
@@ -135,10 +110,9 @@ async def feed_side(
     user = side.username
     for number, turns in sorted(sessions(conversation).items()):
         conversation_id = f"{conversation.sample_id}-session-{number}"
-        began_at = extras.session_times.get(number, datetime(2023, 1, 1, tzinfo=UTC))
         pending = ""  # the user message waiting for its reply
         for i, turn in enumerate(turns):
-            at = _timestamp(began_at + timedelta(seconds=i))
+            at = timestamp(turn.said_at + timedelta(seconds=i))
             message_id = f"{side.username}-{turn.dia_id}"
             fed.message_turn[message_id] = turn.dia_id
             if turn.speaker == side.user:

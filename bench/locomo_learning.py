@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from latency import calls_summary
 from locomo_data import DEFAULT_DATA, Conversation, Question, load
 from locomo_feed import (
     GRAPHNAME,
@@ -34,7 +34,6 @@ from locomo_feed import (
     feed_side,
     load_extras,
     metrics_url,
-    session_of,
     wait_until_learned,
 )
 from locomo_learning_scoring import (
@@ -44,10 +43,10 @@ from locomo_learning_scoring import (
     print_report,
     recall_table,
 )
-from locomo_recall import REFERENCE, Progress, ask_all, bounded, ingest, wait_for_index
-from locomo_scoring import PROBE_TOP_K, latency_ms
-from reporting import run_meta, server_outcome, unwind_on_sigterm, write_report
-from serverproc import BenchServer
+from locomo_recall import REFERENCE, ask_all, ingest, wait_for_index
+from reporting import Progress, run_meta, server_outcome, write_report
+from rpc import PROBE_TOP_K, bounded
+from serverproc import BenchServer, serving
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -94,7 +93,7 @@ def limit_sessions(conversations: Sequence[Conversation], n: int | None) -> list
         return list(conversations)
     out: list[Conversation] = []
     for c in conversations:
-        turns = [t for t in c.turns if session_of(t) <= n]
+        turns = [t for t in c.turns if t.session <= n]
         kept = {t.dia_id for t in turns}
         questions = [q for q in c.questions if q.evidence <= kept]
         out.append(replace(c, turns=turns, questions=questions))
@@ -247,9 +246,7 @@ async def run(
 
         async def feed(job: tuple[Conversation, Side]) -> None:
             c, side = job
-            fed.append(
-                await feed_side(stub, c, extras[c.sample_id], side, progress, args.pause_ms / 1000)
-            )
+            fed.append(await feed_side(stub, c, side, progress, args.pause_ms / 1000))
 
         t0 = time.monotonic()
         await bounded(all_sides, args.feed_concurrency, feed)
@@ -318,8 +315,8 @@ async def run(
         f"cosine; headline {_MATCH_COSINE}",
     }
     out["turn_latency"] = {
-        "StartTurn": latency_ms([s for f in fed for s in f.start_s]),
-        "CompleteTurn": latency_ms([s for f in fed for s in f.complete_s]),
+        "StartTurn": calls_summary([s for f in fed for s in f.start_s]),
+        "CompleteTurn": calls_summary([s for f in fed for s in f.complete_s]),
     }
     out["final_metrics"] = {k: v for k, v in metrics.items() if "learning" in k or "fact" in k}
     return out
@@ -329,7 +326,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     conversations = limit_sessions(load(args.data, args.limit_conversations), args.limit_sessions)
     extras = load_extras(args.data, [c.sample_id for c in conversations])
-    unwind_on_sigterm()
     started = time.time()
     server_args = [
         "--max-facts-per-scope",
@@ -338,14 +334,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "127.0.0.1:0",
         *args.server_arg,
     ]
-    server = BenchServer(server_args)
-    try:
-        with server:
-            print(f"server {server.address}, data dir {server.data_dir}", file=sys.stderr)
-            results = asyncio.run(run(server, args, conversations, extras))
-    except KeyboardInterrupt:
-        print("\ninterrupted; server stopped", file=sys.stderr)
-        raise SystemExit(130) from None
+    with serving(server_args) as server:
+        results = asyncio.run(run(server, args, conversations, extras))
     report: dict[str, Any] = {
         "meta": {
             **run_meta(started),

@@ -34,16 +34,15 @@ from locomo_recall import (
     GRAPHNAME,
     REFERENCE,
     ask_all,
-    bounded,
     ingest,
     served,
     username,
     wait_for_index,
 )
 from locomo_scoring import recall_table
-from recall_turns import server_dsn
-from reporting import run_meta, unwind_on_sigterm, write_report
-from serverproc import BenchServer
+from reporting import run_meta, write_report
+from rpc import bounded
+from serverproc import BenchServer, unwind_on_sigterm
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -222,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
             written, fact_to_turn, after_ingest = asyncio.run(
                 write_phase(writer.address, args, conversations)
             )
-            dsn = server_dsn(writer)
+            dsn = writer.dsn()
             reads: dict[str, Any] = {}
             for r in args.reads:
                 print(f"=== write {w} read {r}", file=sys.stderr)

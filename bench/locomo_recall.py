@@ -16,33 +16,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
+from latency import calls_summary
 from locomo_data import DEFAULT_DATA, Conversation, Question, Turn, load
 from locomo_scoring import (
-    PROBE_TOP_K,
     TARGET_R10,
-    latency_ms,
     paired_table,
     print_report,
     recall_table,
     threshold_table,
 )
-from reporting import (
-    run_meta,
-    server_outcome,
-    unwind_on_sigterm,
-    write_report,
-)
-from serverproc import BenchServer
+from reporting import Progress, run_meta, server_outcome, write_report
+from rpc import PROBE_TOP_K, Stored, bounded, is_indexed, timestamp, wait_indexed
+from serverproc import serving
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -57,8 +51,6 @@ REFERENCE, BEFORE = "reference", "before"
 SETUPS = (REFERENCE, BEFORE)
 # Time-intent weights replayed on the reference setup's candidates (the server's own is one).
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
-# A fact found by its own text scores ~1.0 by vector once it is indexed.
-T = TypeVar("T")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -168,60 +160,6 @@ def version_of(fact: pb.Fact) -> FactVersion:
     )
 
 
-class Progress:
-    """One stderr line updated in place on a terminal; elsewhere (a log file, CI) a plain line
-    at most every 10 s and at the end, never carriage-return frames."""
-
-    def __init__(self, label: str, total: int) -> None:
-        self.label, self.total, self.done = label, total, 0
-        self.started = time.monotonic()
-        self._shown = 0.0
-        self._in_place = sys.stderr.isatty()
-        self._every_s = 0.2 if self._in_place else 10.0
-        self._draw(force=True)
-
-    def step(self, n: int = 1) -> None:
-        self.done += n
-        self._draw(force=self.done >= self.total)
-
-    def _draw(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._shown < self._every_s:
-            return
-        self._shown = now
-        width = 30
-        filled = int(width * self.done / self.total) if self.total else width
-        elapsed = now - self.started
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        line = f"{self.label:<12}[{'#' * filled}{'.' * (width - filled)}] "
-        line += f"{self.done}/{self.total} {elapsed:5.1f}s {rate:6.1f}/s"
-        if self._in_place:
-            sys.stderr.write("\r" + line + ("\n" if self.done >= self.total else ""))
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-
-async def bounded(
-    items: Iterable[T], concurrency: int, call: Callable[[T], Awaitable[None]]
-) -> None:
-    """Runs `call` on every item with at most `concurrency` in flight; the first error cancels
-    the rest."""
-    queue = list(items)[::-1]
-
-    async def worker() -> None:
-        while queue:
-            await call(queue.pop())
-
-    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
-    try:
-        await asyncio.gather(*workers)
-    finally:
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-
-
 # --- ingestion -------------------------------------------------------------------------------
 
 
@@ -245,12 +183,12 @@ async def ingest(
     conversations: Sequence[Conversation],
     concurrency: int,
     setups: Sequence[str] = SETUPS,
-) -> tuple[dict[str, dict[str, str]], dict[str, list[tuple[str, str, str]]]]:
+) -> tuple[dict[str, dict[str, str]], dict[str, list[Stored]]]:
     """AddFact for every turn in both setups, in dialogue order per conversation
     (conversations and setups interleaved). Returns fact_id -> dia_id per conversation (both
-    setups' ids), and (username, fact_id, text) per conversation in completion order."""
+    setups' ids), and the facts stored per conversation in completion order."""
     fact_to_turn: dict[str, dict[str, str]] = {c.sample_id: {} for c in conversations}
-    added: dict[str, list[tuple[str, str, str]]] = {c.sample_id: [] for c in conversations}
+    added: dict[str, list[Stored]] = {c.sample_id: [] for c in conversations}
     longest = max(len(c.turns) for c in conversations)
     jobs = [
         (c, c.turns[i], setup)
@@ -276,35 +214,19 @@ async def ingest(
             request.conversation_id = f"{conversation.sample_id}-session-{turn.session}"
         response = await _add_retrying(stub, request)
         fact_to_turn[conversation.sample_id][response.fact.fact_id] = turn.dia_id
-        added[conversation.sample_id].append((user, response.fact.fact_id, response.fact.text))
+        added[conversation.sample_id].append(
+            Stored(user, GRAPHNAME, response.fact.text, response.fact.fact_id)
+        )
         progress.step()
 
     await bounded(jobs, concurrency, add)
     return fact_to_turn, added
 
 
-async def indexed(stub: pb_grpc.MemoryServiceStub, user: str, fact_id: str, text: str) -> bool:
-    """True when the fact is in the vector index: searched by its own text, it comes back with
-    a vector score (a lexical-only hit has vector score 0). Not ~1: recall embeds the question
-    without the scope's common words (memory.recall.common_words), so a fact's own text is not quite
-    its vector. top_k is the maximum, 100, which is at least the 50 + 50 candidates the server
-    fuses, so ties in the fused score cannot hide the fact."""
-    response = await stub.SearchFacts(
-        pb.SearchFactsRequest(
-            username=user,
-            graphname=GRAPHNAME,
-            query=text,
-            top_k=PROBE_TOP_K,
-            threshold=0,
-        )
-    )
-    return any(r.fact.fact_id == fact_id and r.vector_score > 0 for r in response.results)
-
-
 async def wait_for_index(
     stub: pb_grpc.MemoryServiceStub,
     conversations: Sequence[Conversation],
-    added: dict[str, list[tuple[str, str, str]]],
+    added: dict[str, list[Stored]],
     concurrency: int,
     timeout_s: float,
 ) -> dict[str, Any]:
@@ -312,29 +234,19 @@ async def wait_for_index(
     fact the same way (re-polling any still missing) until all are there or time runs out."""
     started = time.monotonic()
     deadline = started + timeout_s
-    waiting = {sid: facts[-1] for sid, facts in added.items()}
-    while waiting:
-        for sid, (user, fact_id, text) in list(waiting.items()):
-            if await indexed(stub, user, fact_id, text):
-                del waiting[sid]
-        if waiting:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"vector index did not catch up within {timeout_s}s")
-            await asyncio.sleep(0.25)
-    caught_up_s = time.monotonic() - started
+    caught_up_s = await wait_indexed(stub, [facts[-1] for facts in added.values()], timeout_s)
 
     missing = [fact for facts in added.values() for fact in facts]
     total = len(missing)
     progress = Progress("verify index", total)
     rounds = 0
-    still: list[tuple[str, str, str]] = []
+    still: list[Stored] = []
 
-    async def check(item: tuple[str, str, str]) -> None:
-        user, fid, text = item
-        if await indexed(stub, user, fid, text):
+    async def check(fact: Stored) -> None:
+        if await is_indexed(stub, fact):
             progress.step()
         else:
-            still.append(item)
+            still.append(fact)
 
     while missing:
         rounds += 1
@@ -354,12 +266,6 @@ async def wait_for_index(
 
 
 # --- questions -------------------------------------------------------------------------------
-
-
-def timestamp(moment: datetime) -> Timestamp:
-    ts = Timestamp()
-    ts.FromDatetime(moment)
-    return ts
 
 
 async def ask_all(
@@ -513,8 +419,8 @@ async def run(address: str, args: argparse.Namespace, conversations: list[Conver
             "weight": args.time_intent_weight,
             "rankings_differ": sum(a[1] != b[1] for a, b in zip(replay, now, strict=True)),
         }
-    out["search_latency"] = latency_ms(lat)
-    out["search_latency_as_of"] = latency_ms(lat_as_of)
+    out["search_latency"] = calls_summary(lat)
+    out["search_latency_as_of"] = calls_summary(lat_as_of)
     r10, r10_as_of = out["recall"]["all"]["R@10"], out["recall_as_of"]["all"]["R@10"]
     out["as_of_check"] = {
         "as_of": after_ingest.isoformat(),
@@ -547,20 +453,12 @@ async def run(address: str, args: argparse.Namespace, conversations: list[Conver
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     conversations = load(args.data, args.limit_conversations)
-    # SIGTERM unwinds like Ctrl-C, so the server is always stopped and the temp dir removed.
-    unwind_on_sigterm()
     started = time.time()
     server_args = ["--max-facts-per-scope", str(args.max_facts_per_scope), *args.server_arg]
     if args.time_intent_weight is not None:
         server_args += ["--ltm-time-intent-weight", str(args.time_intent_weight)]
-    server = BenchServer(server_args)
-    try:
-        with server:
-            print(f"server {server.address}, data dir {server.data_dir}", file=sys.stderr)
-            results = asyncio.run(run(server.address, args, conversations))
-    except KeyboardInterrupt:
-        print("\ninterrupted; server stopped", file=sys.stderr)
-        raise SystemExit(130) from None
+    with serving(server_args) as server:
+        results = asyncio.run(run(server.address, args, conversations))
     report: dict[str, Any] = {
         "meta": {
             **run_meta(started),

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from locomo_data import CATEGORIES, Question
+from rpc import PROBE_TOP_K
 
 TARGET_R10 = 75.0  # issue 15's target, percent, on the dev split
-PROBE_TOP_K = 100  # SearchFacts' maximum
 T = TypeVar("T")
 
 
@@ -87,21 +87,6 @@ def threshold_table(
         "top_k": PROBE_TOP_K,
         "evidence_kept_pct": round(100 * kept / evidence, 1),
         "unrelated_per_question": round(others / len(results), 2),
-    }
-
-
-def latency_ms(latencies: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(latencies)
-
-    def pct(p: float) -> float:
-        return round(1000 * ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 2)
-
-    return {
-        "count": len(ordered),
-        "mean_ms": round(1000 * statistics.fmean(ordered), 2),
-        "p50_ms": pct(50),
-        "p95_ms": pct(95),
-        "max_ms": round(1000 * ordered[-1], 2),
     }
 
 

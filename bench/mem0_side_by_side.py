@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -45,10 +44,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from latency import percentile
-from locomo_data import DEFAULT_DATA, Conversation, load
-from locomo_recall import GRAPHNAME, bounded, username
-from serverproc import BenchServer
+from latency import ms_summary
+from locomo_data import DEFAULT_DATA, Conversation, Turn, load
+from locomo_recall import GRAPHNAME, username
+from reporting import write_report
+from rpc import Stored, bounded, wait_indexed
+from serverproc import serving
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -92,14 +93,8 @@ def select(args: argparse.Namespace) -> list[Conversation]:
     return out
 
 
-def latency_stats(ms: list[float]) -> dict[str, float]:
-    ordered = sorted(ms)
-    return {
-        "calls": len(ordered),
-        "p50_ms": round(percentile(ordered, 50), 2),
-        "p95_ms": round(percentile(ordered, 95), 2),
-        "mean_ms": round(statistics.mean(ordered), 2),
-    }
+def latency_stats(ms: list[float]) -> dict[str, float | None]:
+    return {"calls": len(ms), **ms_summary(ms)}
 
 
 def recall_at_k(
@@ -145,6 +140,10 @@ def question_floor(questions: list[str]) -> float:
 # --- ours ------------------------------------------------------------------------------------
 
 
+def stored(conversation: Conversation, turn: Turn, fact_id: str) -> Stored:
+    return Stored(username(conversation.sample_id), GRAPHNAME, turn.memory_text, fact_id)
+
+
 async def ours_ingest(
     stub: pb_grpc.MemoryServiceStub,
     conversations: Sequence[Conversation],
@@ -154,10 +153,10 @@ async def ours_ingest(
     longest = max(len(c.turns) for c in conversations)
     jobs = [(c, c.turns[i]) for i in range(longest) for c in conversations if i < len(c.turns)]
     fact_to_turn: dict[str, dict[str, str]] = {c.sample_id: {} for c in conversations}
-    last: dict[str, tuple[str, str]] = {}
+    last: dict[str, Stored] = {}
     began = time.perf_counter()
 
-    async def add(job: Any) -> None:
+    async def add(job: tuple[Conversation, Turn]) -> None:
         conversation, turn = job
         reply = await stub.AddFact(
             pb.AddFactRequest(
@@ -169,9 +168,9 @@ async def ours_ingest(
             timeout=120,
         )
         fact_to_turn[conversation.sample_id][reply.fact.fact_id] = turn.dia_id
-        last[conversation.sample_id] = (reply.fact.fact_id, turn.memory_text)
+        last[conversation.sample_id] = stored(conversation, turn, reply.fact.fact_id)
 
-    async def add_many(job: Any) -> None:
+    async def add_many(job: tuple[Conversation, list[Turn]]) -> None:
         conversation, turns = job
         reply = await stub.AddFacts(
             pb.AddFactsRequest(
@@ -183,7 +182,7 @@ async def ours_ingest(
         )
         for turn, added in zip(turns, reply.facts, strict=True):
             fact_to_turn[conversation.sample_id][added.fact_id] = turn.dia_id
-        last[conversation.sample_id] = (reply.facts[-1].fact_id, turns[-1].memory_text)
+        last[conversation.sample_id] = stored(conversation, turns[-1], reply.facts[-1].fact_id)
 
     if bulk:
         # Each conversation's turns in calls of `bulk`, in dialogue order; calls of different
@@ -193,7 +192,7 @@ async def ours_ingest(
             for c in conversations
         ]
 
-        async def one_conversation(calls: list[Any]) -> None:
+        async def one_conversation(calls: list[tuple[Conversation, list[Turn]]]) -> None:
             for call in calls:
                 await add_many(call)
 
@@ -201,24 +200,7 @@ async def ours_ingest(
     else:
         await bounded(jobs, concurrency, add)
     acked_s = time.perf_counter() - began
-    # Indexed: each scope's last fact searched by its own text comes back with a vector score
-    # (not ~1: recall leaves the scope's common words out of what it embeds).
-    deadline = time.monotonic() + 600
-    waiting = dict(last)
-    while waiting:
-        for sid, (fact_id, text) in list(waiting.items()):
-            reply = await stub.SearchFacts(
-                pb.SearchFactsRequest(
-                    username=username(sid), graphname=GRAPHNAME, query=text, top_k=100
-                ),
-                timeout=60,
-            )
-            if any(r.fact.fact_id == fact_id and r.vector_score > 0 for r in reply.results):
-                del waiting[sid]
-        if waiting:
-            if time.monotonic() > deadline:
-                raise SystemExit("our vector index did not catch up in 600 s")
-            await asyncio.sleep(0.1)
+    await wait_indexed(stub, last.values(), timeout_s=600, poll_s=0.1)
     indexed_s = time.perf_counter() - began
     n = len(jobs)
     return {
@@ -390,7 +372,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     question_ms = [question_floor(asked)]
     print(f"model alone, batches of 32: {result['model_floor_before_per_s']} texts/s", flush=True)
     with (
-        BenchServer(["--max-facts-per-scope=5000"]) as server,
+        serving(["--max-facts-per-scope=5000"]) as server,
         tempfile.TemporaryDirectory(prefix="mem0-bench-") as workdir,
     ):
         result["ours_ingest"], fact_to_turn = asyncio.run(ours(server.address, conversations, args))
@@ -465,8 +447,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     result = run(args)
     result["args"] = {k: str(v) for k, v in vars(args).items()}
-    args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps(result, indent=2))
+    write_report(args.json_out, result)
     report(result)
     sys.stdout.flush()
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import json
 import re
 import signal
@@ -31,16 +30,18 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import grpc
-import psutil
 from loadgen import Conversation, seed
 from recall_texts import questions, scope_facts
-from recall_turns import PY_SPY, server_dsn
-from serverproc import BenchServer
+from recall_turns import PY_SPY
+from reporting import write_report
+from rpc import Stored, wait_indexed
+from serverproc import BenchServer, serving
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -96,22 +97,6 @@ def spy_breakdown(path: Path) -> dict[str, Any]:
     return {"samples": total, "share": {k: round(v / total, 3) for k, v in by.most_common()}}
 
 
-def restart_with_statements(server: BenchServer) -> None:
-    """ALTER SYSTEM (done by the caller) takes effect at a restart: stop the server and its
-    PostgreSQL without removing the data dir, then start again on it."""
-    process = server.process
-    assert process is not None
-    postmaster = server._postmaster  # noqa: SLF001 (bench helper of the same package)
-    process.terminate()
-    process.wait(60)
-    if postmaster is not None:
-        with contextlib.suppress(psutil.Error):
-            postmaster.wait(60)
-    server.process = None
-    server._listening.clear()  # noqa: SLF001
-    server.start()
-
-
 async def statements(dsn: str, reset: bool) -> list[dict[str, Any]]:
     conn = await asyncpg.connect(dsn)
     try:
@@ -165,17 +150,8 @@ async def ingest(
     else:
         await asyncio.gather(*(add(users[s], texts[s][k]) for k in range(args.facts)
                                for s in range(len(users))))  # fmt: skip
-    for user, facts in zip(users, texts, strict=True):
-        request = pb.SearchFactsRequest(
-            username=user, graphname=GRAPH, query=facts[-1], top_k=100, threshold=0.0
-        )
-        while True:
-            found = (await stub.SearchFacts(request, timeout=30)).results
-            # Indexed: a vector score at all (not ~1: recall leaves the scope's common words out
-            # of what it embeds).
-            if any(r.fact.text == facts[-1] and r.vector_score > 0 for r in found):
-                break
-            await asyncio.sleep(0.1)
+    last = [Stored(user, GRAPH, facts[-1]) for user, facts in zip(users, texts, strict=True)]
+    await wait_indexed(stub, last, timeout_s=600, poll_s=0.1)
 
 
 async def turns(
@@ -203,7 +179,11 @@ async def turns(
 
 
 async def phase(
-    name: str, server: BenchServer, dsn: str, args: argparse.Namespace, work: Any
+    name: str,
+    server: BenchServer,
+    dsn: str,
+    args: argparse.Namespace,
+    work: Callable[[], Awaitable[int]],
 ) -> dict[str, Any]:
     await statements(dsn, reset=True)
     out = args.profile_dir / f"server-{name}.txt"
@@ -237,12 +217,12 @@ async def phase(
 
 
 async def run(server: BenchServer, args: argparse.Namespace) -> list[dict[str, Any]]:
-    dsn = server_dsn(server)
+    dsn = server.dsn()
     conn = await asyncpg.connect(dsn)
     await conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
     await conn.close()
-    restart_with_statements(server)
-    dsn = server_dsn(server)
+    server.restart()  # ALTER SYSTEM takes effect at a restart
+    dsn = server.dsn()
     conn = await asyncpg.connect(dsn)
     await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     await conn.close()
@@ -309,11 +289,9 @@ def main() -> None:
     parser.add_argument("--json-out", type=Path, default=Path("bench/results/profile_server.json"))
     args = parser.parse_args()
     args.profile_dir.mkdir(parents=True, exist_ok=True)
-    with BenchServer([f"--max-facts-per-scope={args.facts + 10}"]) as server:
+    with serving([f"--max-facts-per-scope={args.facts + 10}"]) as server:
         results = asyncio.run(run(server, args))
-        problems = server.problems
-    args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps({"phases": results, "server_problems": problems}, indent=2))
+    write_report(args.json_out, {"phases": results, "server_problems": server.problems})
     report(results)
     sys.stdout.flush()
 

@@ -33,6 +33,7 @@ import grpc
 from latency import Recorder
 from loadgen import Conversation, DriveOptions, emit, seed
 from recall_texts import questions, scope_facts
+from rpc import Stored, wait_indexed
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -85,22 +86,8 @@ async def drive_seed(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
                            for s in range(opts.scopes)))  # fmt: skip
     added_s = time.perf_counter() - began
 
-    async def indexed(user: str, last: str) -> None:
-        request = pb.SearchFactsRequest(
-            username=user, graphname=GRAPH, query=last, top_k=100, threshold=0.0
-        )
-        deadline = time.monotonic() + INDEX_WAIT_S
-        while True:
-            found = (await stub.SearchFacts(request, timeout=30)).results
-            # Indexed: a vector score at all (not ~1: recall leaves the scope's common words out
-            # of what it embeds).
-            if any(r.fact.text == last and r.vector_score > 0 for r in found):
-                return
-            if time.monotonic() > deadline:
-                raise SystemExit(f"vector index did not catch up for {user}")
-            await asyncio.sleep(0.5)  # polled, not a blind wait
-
-    await asyncio.gather(*(indexed(u, t[-1]) for u, t in zip(users, texts, strict=True)))
+    last = [Stored(user, GRAPH, facts[-1]) for user, facts in zip(users, texts, strict=True)]
+    await wait_indexed(stub, last, INDEX_WAIT_S, poll_s=0.5)
     conn = await asyncpg.connect(opts.dsn)
     try:
         outbox = await conn.fetchval("SELECT count(*) FROM vector_outbox")

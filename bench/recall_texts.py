@@ -68,7 +68,7 @@ QUESTION_TEMPLATES = (
 )
 
 
-def _fill(template: str, rng: random.Random) -> str:
+def fill(template: str, rng: random.Random) -> str:
     return template.format(
         person=rng.choice(PEOPLE),
         graph=rng.choice(GRAPHS),
@@ -89,7 +89,7 @@ def scope_facts(scope_index: int, count: int) -> list[str]:
     out = list(STANDING[: min(len(STANDING), count // 100)])
     seen = set(out)
     while len(out) < count:
-        text = _fill(rng.choice(FACT_TEMPLATES), rng)
+        text = fill(rng.choice(FACT_TEMPLATES), rng)
         if text not in seen and not is_standing_instruction(text):
             seen.add(text)
             out.append(text)
@@ -99,4 +99,4 @@ def scope_facts(scope_index: int, count: int) -> list[str]:
 def questions(count: int = 64) -> list[str]:
     """The questions every phase cycles through (the same list for floor and StartTurn)."""
     rng = random.Random("recall-questions")
-    return [_fill(QUESTION_TEMPLATES[i % len(QUESTION_TEMPLATES)], rng) for i in range(count)]
+    return [fill(QUESTION_TEMPLATES[i % len(QUESTION_TEMPLATES)], rng) for i in range(count)]

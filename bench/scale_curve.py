@@ -45,10 +45,11 @@ from typing import Any
 import asyncpg
 import grpc
 import numpy as np
-from latency import percentile
-from recall_texts import FACT_TEMPLATES, _fill, questions
-from recall_turns import server_dsn
-from serverproc import BenchServer
+from latency import ms_summary
+from recall_texts import FACT_TEMPLATES, fill, questions
+from reporting import write_report
+from rpc import Stored, wait_indexed
+from serverproc import BenchServer, serving
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -73,7 +74,7 @@ def base_texts(count: int) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     while len(out) < count:
-        text = _fill(rng.choice(FACT_TEMPLATES), rng)
+        text = fill(rng.choice(FACT_TEMPLATES), rng)
         if text not in seen:
             seen.add(text)
             out.append(text)
@@ -173,7 +174,10 @@ class Seeder:
         return time.perf_counter() - began
 
 
-async def timed(calls: int, step: Callable[[int], Awaitable[None]], warmup: int) -> list[float]:
+async def timed(
+    calls: int, step: Callable[[int], Awaitable[None]], warmup: int
+) -> dict[str, float | None]:
+    """`ms_summary` of `calls` steps, after `warmup` unmeasured ones."""
     for i in range(warmup):
         await step(i)
     out = []
@@ -181,16 +185,7 @@ async def timed(calls: int, step: Callable[[int], Awaitable[None]], warmup: int)
         began = time.perf_counter()
         await step(i)
         out.append((time.perf_counter() - began) * 1000)
-    return sorted(out)
-
-
-def stats(ms: list[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(percentile(ms, 50), 2),
-        "p95_ms": round(percentile(ms, 95), 2),
-        "p99_ms": round(percentile(ms, 99), 2),
-        "mean_ms": round(statistics.mean(ms), 2),
-    }
+    return ms_summary(out)
 
 
 async def measure(
@@ -219,9 +214,9 @@ async def measure(
         await store.lexical(scope, qs[i % len(qs)], CANDIDATES, AsOf())
 
     return {
-        "search_facts": stats(await timed(calls, rpc, 10)),
-        "vector_top50": stats(await timed(max(50, calls // 2), vector, 5)),
-        "lexical_top50": stats(await timed(max(50, calls // 2), lexical, 5)),
+        "search_facts": await timed(calls, rpc, 10),
+        "vector_top50": await timed(max(50, calls // 2), vector, 5),
+        "lexical_top50": await timed(max(50, calls // 2), lexical, 5),
     }
 
 
@@ -273,7 +268,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 
 async def run(args: argparse.Namespace, server: BenchServer) -> dict[str, Any]:
-    dsn = server_dsn(server)
+    dsn = server.dsn()
     channel = grpc.aio.insecure_channel(server.address)
     stub = pb_grpc.MemoryServiceStub(channel)
     qs = questions(64)
@@ -290,22 +285,8 @@ async def run(args: argparse.Namespace, server: BenchServer) -> dict[str, Any]:
 
     # The schema and the vector table, made by the server itself.
     warm = pb.AddFactRequest(username="scale-warm", graphname=GRAPH, text="warms the tables up")
-    await stub.AddFact(warm, timeout=60)
-    deadline = time.monotonic() + 120
-    while True:
-        found = await stub.SearchFacts(
-            pb.SearchFactsRequest(
-                username="scale-warm", graphname=GRAPH, query=warm.text, top_k=100, threshold=0
-            ),
-            timeout=30,
-        )
-        # A vector score at all (a lexical-only hit has 0): not ~1, since recall leaves the
-        # scope's common words out of what it embeds.
-        if any(r.fact.text == warm.text and r.vector_score > 0 for r in found.results):
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit("the vector index did not pick up the warm-up fact")
-        await asyncio.sleep(0.3)
+    added = await stub.AddFact(warm, timeout=60)
+    await wait_indexed(stub, [Stored(warm.username, GRAPH, warm.text, added.fact.fact_id)], 120)
 
     pool = await asyncpg.create_pool(dsn, min_size=2, max_size=4, init=init_connection)
     assert pool is not None
@@ -418,13 +399,12 @@ def main() -> None:
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     biggest = max([*args.sizes, args.many_facts]) + 10
     extra = [f"--max-facts-per-scope={biggest}", *args.server_arg]
-    with BenchServer(extra) as server:
+    with serving(extra) as server:
         result = asyncio.run(run(args, server))
     result["args"] = {k: v for k, v in vars(args).items() if k != "json_out"}
     result["args"]["json_out"] = str(args.json_out)
     result["server_problems"] = server.problems
-    args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps(result, indent=2))
+    write_report(args.json_out, result)
     print_table(result["rows"])
     by = {
         (r["index"][:5], r["label"]): r["metrics"]["search_facts"]["p50_ms"] for r in result["rows"]

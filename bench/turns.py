@@ -17,13 +17,16 @@ import grpc
 from loadgen import HEALTH, PAIR, START, START_HOT, START_OTHER, DriveOptions
 from phases import run_driver
 from reporting import (
+    find_phase,
+    fmt,
+    print_phases,
     print_server_outcome,
+    ratio,
     run_meta,
     server_outcome,
-    unwind_on_sigterm,
     write_report,
 )
-from serverproc import BenchServer
+from serverproc import BenchServer, serving
 
 # The project's promises, at 64 calls in flight.
 TARGET_THROUGHPUT_RATIO = 0.40  # StartTurn/s ÷ Health/Check/s, at least
@@ -60,21 +63,13 @@ def run_phase(
     return run_driver(server, command, f"{scenario}@{n}")
 
 
-def find(phases: list[dict[str, Any]], scenario: str, n: int) -> dict[str, Any] | None:
-    return next((p for p in phases if p["scenario"] == scenario and p["concurrency"] == n), None)
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
 def promises(phases: list[dict[str, Any]], n: int) -> dict[str, Any]:
-    floor, turns = find(phases, "floor", n), find(phases, "turns", n)
+    floor, turns = find_phase(phases, "floor", n), find_phase(phases, "turns", n)
     if floor is None or turns is None:
         return {}
     h, s = floor["rpcs"].get(HEALTH, {}), turns["rpcs"].get(START, {})
-    tput = ratio(s.get("throughput_per_s"), h.get("throughput_per_s"))
-    p99 = ratio(s.get("p99_ms"), h.get("p99_ms"))
+    tput = ratio(s.get("throughput_per_s"), h.get("throughput_per_s"), 3)
+    p99 = ratio(s.get("p99_ms"), h.get("p99_ms"), 3)
     return {
         "concurrency": n,
         "throughput_ratio": tput,
@@ -87,7 +82,7 @@ def promises(phases: list[dict[str, Any]], n: int) -> dict[str, Any]:
 
 
 def isolation(phases: list[dict[str, Any]], n: int) -> dict[str, Any]:
-    alone, hot = find(phases, "iso-alone", n), find(phases, "iso-hot", n)
+    alone, hot = find_phase(phases, "iso-alone", n), find_phase(phases, "iso-hot", n)
     if alone is None or hot is None:
         return {}
     a, w, h = alone["rpcs"][START_OTHER], hot["rpcs"][START_OTHER], hot["rpcs"][START_HOT]
@@ -98,32 +93,14 @@ def isolation(phases: list[dict[str, Any]], n: int) -> dict[str, Any]:
         "others_alone": {k: a[k] for k in ("p50_ms", "p99_ms", "throughput_per_s")},
         "others_with_hot": {k: w[k] for k in ("p50_ms", "p99_ms", "throughput_per_s")},
         "hot_scope": {k: h[k] for k in ("p50_ms", "p99_ms", "throughput_per_s")},
-        "p50_ratio_with_over_alone": ratio(w["p50_ms"], a["p50_ms"]),
-        "p99_ratio_with_over_alone": ratio(w["p99_ms"], a["p99_ms"]),
-        "hot_p50_over_others_p50": ratio(h["p50_ms"], w["p50_ms"]),
+        "p50_ratio_with_over_alone": ratio(w["p50_ms"], a["p50_ms"], 3),
+        "p99_ratio_with_over_alone": ratio(w["p99_ms"], a["p99_ms"], 3),
+        "hot_p50_over_others_p50": ratio(h["p50_ms"], w["p50_ms"], 3),
     }
 
 
-def fmt(value: float | None, spec: str = ".2f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def print_report(report: dict[str, Any]) -> None:
-    head = f"{'phase':<10}{'conc':>5}  {'rpc':<25}{'ok/s':>9}{'p50 ms':>9}{'p95 ms':>9}"
-    head += f"{'p99 ms':>9}{'max ms':>9}  {'errors':<14}cpu% srv/pg/cli"
-    print("\n" + head + "\n" + "-" * len(head))
-    for phase in report["phases"]:
-        cpu = phase["cpu_percent"]
-        cpu_text = f"{cpu['server']}/{cpu['postgres']}/{cpu['client']}"
-        for name, s in phase["rpcs"].items():
-            errors = ",".join(f"{k}={v}" for k, v in s["errors"].items()) or "0"
-            print(
-                f"{phase['scenario']:<10}{phase['concurrency']:>5}  {name:<25}"
-                f"{s['throughput_per_s']:>9.1f}{fmt(s['p50_ms']):>9}{fmt(s['p95_ms']):>9}"
-                f"{fmt(s['p99_ms']):>9}{fmt(s['max_ms']):>9}  {errors:<14}{cpu_text}"
-            )
-        if phase["notes"]:
-            print(f"{'':<17}({', '.join(f'{k}={v}' for k, v in phase['notes'].items())})")
+    print_phases(report["phases"], "rpc", ("server", "postgres", "client"))
     p = report["promises"]
     if p:
         n, verdict = p["concurrency"], {True: "PASS", False: "MISS"}
@@ -164,24 +141,16 @@ def main() -> None:
         opts = {k: getattr(args, k) for k in fields}
         loadgen.run(DriveOptions(args.target, args.drive, levels[0], **opts))
         return
-    # SIGTERM unwinds like Ctrl-C, so the server is always stopped and the temp dir removed.
-    unwind_on_sigterm()
     scenarios = set(args.scenarios.split(","))
     plan = [(s, n) for s in ("floor", "turns") if s in scenarios for n in levels]
     if "isolation" in scenarios:
         plan += [("iso-alone", args.other_scopes), ("iso-hot", args.other_scopes)]
     phases: list[dict[str, Any]] = []
-    server = BenchServer(args.server_arg)
     started = time.time()
-    try:
-        with server:
-            print(f"server {server.address}, data dir {server.data_dir}", file=sys.stderr)
-            for scenario, n in plan:
-                print(f"phase {scenario} @ {n} ...", file=sys.stderr, flush=True)
-                phases.append(run_phase(server, args, scenario, n))
-    except KeyboardInterrupt:
-        print("interrupted; server stopped", file=sys.stderr)
-        raise SystemExit(130) from None
+    with serving(args.server_arg) as server:
+        for scenario, n in plan:
+            print(f"phase {scenario} @ {n} ...", file=sys.stderr, flush=True)
+            phases.append(run_phase(server, args, scenario, n))
     n = 64 if 64 in levels else max(levels)
     report = {
         "meta": {

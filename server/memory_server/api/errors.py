@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import asyncpg
 import grpc
 
 from memory_server.memory import errors
 from memory_server.store.faults import database_fault
-
-log = logging.getLogger(__name__)
 
 _DOMAIN: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),

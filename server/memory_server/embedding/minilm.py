@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.resources
-import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -32,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-log = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DIMENSION = 384

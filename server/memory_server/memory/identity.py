@@ -15,11 +15,6 @@ class Scope:
     def scope_hash(self) -> str:
         return scope_hash(self.username, self.graphname)
 
-    @property
-    def mem0_user_id(self) -> str:
-        # Safe only because NUL is refused in both parts at the edge.
-        return f"{self.graphname}\0{self.username}"
-
 
 def scope_hash(username: str, graphname: str) -> str:
     """Stable, collision-safe hash of the pair: each part is length-prefixed before hashing, so

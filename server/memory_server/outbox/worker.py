@@ -55,7 +55,6 @@ class OutboxWorker(Lifecycle):
         self._closing = False
         self.sent = 0  # outbox rows applied to the index
         self.failures = 0  # batches pushed back
-        self.links_written = 0  # links recorded (a replayed batch counts its links again)
 
     async def start(self) -> None:
         if self._task is None and not self._closing:
@@ -200,7 +199,6 @@ class OutboxWorker(Lifecycle):
         ]
         pairs = await choose_links(self._index, live, self._links)
         written = await batch.record_links(pairs)
-        self.links_written += len(written)
         closed = await batch.close_links(
             [s.version_id for s in sources if s.superseded_at is not None]
         )

@@ -84,6 +84,6 @@ def expand(
         if score >= threshold and (direct is None or direct.score < score):
             # The signals of a direct hit stay as they were; the score is the link's.
             vector, lexical = (direct.vector_score, direct.lexical_score) if direct else (0, 0)
-            best[vid] = ScoredFact(link.version, score, vector, lexical, via=link.from_version_id)
+            best[vid] = ScoredFact(link.version, score, vector, lexical)
     out = sorted(best.values(), key=lambda s: (s.score, s.version.recorded_at), reverse=True)
     return out[:top_k]

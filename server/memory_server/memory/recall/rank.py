@@ -56,8 +56,6 @@ class ScoredFact:
     score: float
     vector_score: float
     lexical_score: float
-    # Set when the fact was reached along a link (memory.recall.expand): the version it came from.
-    via: str = ""
 
 
 def lexical_evidence(coverage: float) -> float:

@@ -9,18 +9,20 @@ question the way LongTermMemory.search does, with the server's own parts where i
 
 - PostgreSQL's English stemmer (an embedded PostgreSQL in a temp dir) for the facts', the
   questions' and each question word's lexemes; coverage with BM25 idf as store.facts.lexical
-  computes it; the 50 best of each signal; memory.recall.fuse / lexical_evidence;
+  computes it; the CANDIDATES_PER_SIGNAL best of each signal (memory.recall.search), ranked
+  by memory.recall.rank;
 - the offline MiniLM model (embedding.minilm) for the vectors, exact cosine;
 - memory.time_intent.dated_vote with dateparser's event times (extraction.event_dates);
 - memory.recall.common_words for the question the vector signal embeds, at each share swept, and for
   the question's subjects (its common words written with a capital): a fact (or neighbour)
   that names none of them scores ltm_off_subject_weight times its score;
-- neighbours: the turns just before and after each of the 5 best hits in its session, at
-  source score x decay (memory.recall.expand).
+- neighbours: the turns just before and after each of the ltm_link_seeds best hits in its
+  session, at source score x decay (memory.recall.expand).
 
-Not replicated: semantic links (+0.07 points on this data, bench/README.md) and ties broken by
-recorded_at. The server's R@10 is within a few tenths of this replica's (bench/README.md). It
-prints R@10 ± SE overall and per category for each swept value.
+The server's default settings (memory_server.settings) fill in what is not swept. Not
+replicated: semantic links (+0.07 points on this data, bench/README.md). The server's R@10 is
+within a few tenths of this replica's (bench/README.md). It prints R@10 ± SE overall and per
+category for each swept value.
 """
 
 from __future__ import annotations
@@ -32,17 +34,18 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 import numpy as np
-from locomo_data import CATEGORIES, DEFAULT_DATA, Conversation, Question, load
+from locomo_data import CATEGORIES, DEFAULT_DATA, Conversation, Question, Turn, load
 
 from memory_server.embedding.minilm import MiniLMBackend
 from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.memory.facts.model import EventTime, FactKind, FactVersion
+from memory_server.memory.ports import LinkedVersion
 from memory_server.memory.recall.common_words import (
     MIN_FACTS,
     subject_weight,
@@ -50,13 +53,15 @@ from memory_server.memory.recall.common_words import (
     without,
     words,
 )
-from memory_server.memory.recall.rank import fuse, lexical_evidence
+from memory_server.memory.recall.expand import ExpandSettings, expand, seeds
+from memory_server.memory.recall.rank import rank
+from memory_server.memory.recall.search import CANDIDATES_PER_SIGNAL
 from memory_server.memory.time.intent import dated_vote
+from memory_server.settings import Settings
 from memory_server.store.embedded import EmbeddedPostgres
 
-CANDIDATES = 50  # per signal, as memory.ltm
-SEEDS = 5  # ltm_link_seeds
-TIME_WEIGHT = 0.25  # ltm_time_intent_weight
+DEFAULTS = Settings()  # what the server runs with, where the sweep does not say
+_INGESTED = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -65,8 +70,12 @@ class Scope:
     texts: list[str]
     lexemes: list[set[str]]
     vectors: np.ndarray
-    versions: list[FactVersion]
+    versions: list[FactVersion]  # version_id: the turn's dia_id
     df: dict[str, int]
+    turn_of: dict[str, int] = field(init=False)  # version_id -> index in turns
+
+    def __post_init__(self) -> None:
+        self.turn_of = {v.version_id: i for i, v in enumerate(self.versions)}
 
     @property
     def n(self) -> int:
@@ -140,7 +149,7 @@ class Replica:
             for have in lexemes:
                 for w in have:
                     df[w] = df.get(w, 0) + 1
-            versions = [self._version(t.memory_text, t.spoken_at) for t in c.turns]
+            versions = [self._version(t, i) for i, t in enumerate(c.turns)]
             stacked = np.stack([vectors[t] for t in texts])
             self.scopes.append(Scope(c, texts, lexemes, stacked, versions, df))
         now = datetime.now(UTC)
@@ -150,10 +159,14 @@ class Replica:
         }
         self._queries: dict[str, np.ndarray] = {}
 
-    def _version(self, text: str, said: datetime) -> FactVersion:
+    def _version(self, turn: Turn, k: int) -> FactVersion:
+        """Turn k as locomo_recall's reference setup stores it: valid from when it was said,
+        recorded in dialogue order (recorded_at breaks the server's ties in score)."""
+        text, said = turn.memory_text, turn.spoken_at
         event = self.events.resolve(text, said) if self.events.needs_resolving(text) else None
+        recorded = _INGESTED + timedelta(milliseconds=k)
         return FactVersion(
-            "", "", text, FactKind.OTHER, said, None, said, None,
+            turn.dia_id, turn.dia_id, text, FactKind.OTHER, said, None, recorded, None,
             event_at=event.at if event else None,
             event_period=event.period.value if event else "",
         )  # fmt: skip
@@ -176,29 +189,34 @@ class Replica:
     def ranking(
         self, scope: Scope, q: Question, share: float, decay: float, off_subject: float = 1.0
     ) -> list[str]:
+        """The question's dia_ids as SearchFacts ranks them (memory.recall.search.Recall)."""
         common = self.common(scope, q.text, share)
         of_text = subject_weight(subjects_of(common), off_subject)
-
-        def weight(i: int) -> float:
-            return 1.0 if of_text is None else of_text(scope.texts[i])
-
+        weight = None if of_text is None else (lambda v: of_text(v.text))
         cos = scope.vectors @ self.query_vector(without(q.text, common))
-        by_vector = {int(i): float(cos[i]) for i in np.argsort(-cos)[:CANDIDATES]}
+        by_vector = np.argsort(-cos)[:CANDIDATES_PER_SIGNAL]
+        cosines = {scope.versions[i].version_id: float(cos[i]) for i in by_vector}
         coverage = scope.coverage(self.lex[q.text])
-        by_words = sorted(coverage, key=lambda i: (-coverage[i], -i))[:CANDIDATES]
-        vote = dated_vote(q.text, TIME_WEIGHT, self.asked[q.text])
-        score: dict[int, float] = {}
-        for i in dict.fromkeys([*by_vector, *by_words]):
-            s = fuse(max(0.0, by_vector.get(i, 0.0)), lexical_evidence(coverage.get(i, 0.0)))
-            s = fuse(s, vote(scope.versions[i])) if vote is not None else s
-            score[i] = s * weight(i)
-        best = sorted(score, key=lambda i: -score[i])
-        if decay > 0:
-            for i in best[:SEEDS]:
-                for j in scope.session_neighbours(i):
-                    score[j] = max(score.get(j, 0.0), score[i] * decay * weight(j))
-        turns = scope.conversation.turns
-        return [turns[i].dia_id for i in sorted(score, key=lambda i: -score[i])]
+        by_words = sorted(coverage, key=lambda i: (-coverage[i], -i))[:CANDIDATES_PER_SIGNAL]
+        coverages = {scope.versions[i].version_id: coverage[i] for i in by_words}
+        ranked = rank(
+            {vid: scope.versions[scope.turn_of[vid]] for vid in [*cosines, *coverages]},
+            cosines,
+            coverages,
+            top_k=None,
+            threshold=0.0,
+            extra_vote=dated_vote(q.text, DEFAULTS.ltm_time_intent_weight, self.asked[q.text]),
+            weight=weight,
+        )
+        # Neighbours only: links are not replicated (module docstring).
+        expansion = ExpandSettings(decay=0.0, seeds=DEFAULTS.ltm_link_seeds, neighbour_decay=decay)
+        linked = [
+            LinkedVersion(source, scope.versions[j], 1.0, neighbour=True)
+            for source in seeds(ranked, expansion)
+            for j in scope.session_neighbours(scope.turn_of[source])
+        ]
+        found = expand(ranked, linked, expansion, top_k=scope.n, threshold=0.0, weight=weight)
+        return [s.version.version_id for s in found]
 
 
 def recall_row(per: list[tuple[int, float]]) -> str:
@@ -232,12 +250,13 @@ def main(argv: list[str] | None = None) -> None:
     print("ltm_common_word_share (neighbours off)")
     for share in (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5):
         print(f"  {share:<12} {evaluate(replica, share, 0)}")
-    print("ltm_neighbour_decay (share 0.2)")
-    for decay in (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0):
-        print(f"  {decay:<12} {evaluate(replica, 0.2, decay)}")
-    print("ltm_off_subject_weight (share 0.2, decay 0.75)")
+    share, decay = DEFAULTS.ltm_common_word_share, DEFAULTS.ltm_neighbour_decay
+    print(f"ltm_neighbour_decay (share {share})")
+    for d in (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0):
+        print(f"  {d:<12} {evaluate(replica, share, d)}")
+    print(f"ltm_off_subject_weight (share {share}, decay {decay})")
     for off in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0):
-        print(f"  {off:<12} {evaluate(replica, 0.2, 0.75, off)}")
+        print(f"  {off:<12} {evaluate(replica, share, decay, off)}")
     sys.stdout.flush()
 
 

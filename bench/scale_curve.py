@@ -57,16 +57,15 @@ from memory_server.embedding import MiniLMBackend
 from memory_server.index.pgvector import HNSW_SCAN, Hnsw, PgVectorIndex
 from memory_server.memory.identity import Scope, scope_hash
 from memory_server.memory.ports import AsOf
+from memory_server.memory.recall.search import CANDIDATES_PER_SIGNAL
 from memory_server.store.facts import PostgresFactStore
 
 GRAPH = "Scale"
 # For the HNSW pass's recall: enough candidates for k 50, the scope filter applied during the
 # scan, and a custom plan each time (after five runs a prepared statement gets PostgreSQL's
-# generic plan, which for `scope_hash = $1` is the btree and an exact sort). The server sets
-# them for its own searches with `--server-arg=--pgvector-hnsw=true`; without it, its
-# HNSW-pass figures are mostly exact scans.
+# generic plan, which for `scope_hash = $1` is the btree and an exact sort). The server's own
+# searches set them too once the table has an HNSW index (index.pgvector, SCAN_WITH_HNSW).
 HNSW = Hnsw()  # the server's `pgvector_hnsw` build and search (its HNSW_SCAN settings)
-CANDIDATES = 50  # ltm._CANDIDATES_PER_SIGNAL
 
 
 def base_texts(count: int) -> list[str]:
@@ -207,11 +206,13 @@ async def measure(
         assert len(reply.results) == 10, len(reply.results)
 
     async def vector(i: int) -> None:
-        hits = await index.search(scope.scope_hash, qvecs[i % len(qs)], CANDIDATES, AsOf())
+        hits = await index.search(
+            scope.scope_hash, qvecs[i % len(qs)], CANDIDATES_PER_SIGNAL, AsOf()
+        )
         assert hits
 
     async def lexical(i: int) -> None:
-        await store.lexical(scope, qs[i % len(qs)], CANDIDATES, AsOf())
+        await store.lexical(scope, qs[i % len(qs)], CANDIDATES_PER_SIGNAL, AsOf())
 
     return {
         "search_facts": await timed(calls, rpc, 10),
@@ -295,8 +296,8 @@ async def run(args: argparse.Namespace, server: BenchServer) -> dict[str, Any]:
     plain_pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     assert plain_pool is not None
     store = PostgresFactStore(plain_pool)
+    # Started by its first search, as a server's is: the table is there, so it runs no DDL.
     index = PgVectorIndex(plain_pool, 384)
-    index._ready = True  # noqa: SLF001 (the server made the table)
     seeder = Seeder(pool, texts, embeddings)
     groups: list[dict[str, Any]] = []
     for size in args.sizes:
@@ -361,17 +362,12 @@ async def run(args: argparse.Namespace, server: BenchServer) -> dict[str, Any]:
         began = time.perf_counter()
         async with plain_pool.acquire() as conn:
             await conn.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
-            await conn.execute(
-                "CREATE INDEX memory_vectors_hnsw ON memory_vectors "
-                "USING hnsw (embedding vector_cosine_ops) "
-                f"WITH (m = {HNSW.m}, ef_construction = {HNSW.ef_construction})"
-            )
+            await conn.execute(HNSW.create_sql())
             await conn.execute("ANALYZE memory_vectors")
         built_s = time.perf_counter() - began
         print(f"HNSW index built in {built_s:.1f} s over {table_rows:,} rows", flush=True)
         # The statement timed beside SearchFacts searches as the server does with the setting.
         index = PgVectorIndex(plain_pool, 384, HNSW)
-        index._ready = True  # noqa: SLF001
         await measure_all(
             f"HNSW (m {HNSW.m}, ef_construction {HNSW.ef_construction}; "
             f"ef_search {HNSW.ef_search}, strict iterative scan)"

@@ -3,8 +3,8 @@
 Scenarios (N = --concurrency workers, closed loop, one grpc.aio channel, as in loadgen.py):
 
 - `seed`: AddFact --facts facts into each of --scopes scopes, then wait for the vector index
-  (SearchFacts for each scope's last fact until it has a vector_score, then the outbox must
-  be empty and the index must hold every vector).
+  (SearchFacts for each scope's last fact until it has a vector_score, then until the outbox
+  is empty; the index must then hold every vector).
 - `floor`: in this process, no gRPC: embed the question with the server's own EmbeddingPool +
   MiniLMBackend (same batch settings) and run one indexed PostgreSQL query (the worker's scope
   id by its unique (username, graphname) key) on the server's database through an asyncpg
@@ -42,11 +42,11 @@ from memory_server.index.pgvector import PgVectorIndex
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
 from memory_server.memory.recall.rank import is_standing_instruction
+from memory_server.memory.recall.search import CANDIDATES_PER_SIGNAL
 from memory_server.settings import Settings
 
 GRAPH = "Finance"  # loadgen.Conversation's graph
 START = "StartTurn"
-KNN_K = 50  # ltm._CANDIDATES_PER_SIGNAL
 INDEX_WAIT_S = 600.0
 
 
@@ -90,7 +90,13 @@ async def drive_seed(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
     await wait_indexed(stub, last, INDEX_WAIT_S, poll_s=0.5)
     conn = await asyncpg.connect(opts.dsn)
     try:
-        outbox = await conn.fetchval("SELECT count(*) FROM vector_outbox")
+        # A scope's last fact indexed does not mean all of them are: the outbox indexes in
+        # batches, in no promised order. Wait for it to empty.
+        deadline = time.monotonic() + INDEX_WAIT_S
+        while (outbox := await conn.fetchval("SELECT count(*) FROM vector_outbox")) and (
+            time.monotonic() < deadline
+        ):
+            await asyncio.sleep(0.5)
         vectors = await conn.fetchval("SELECT count(*) FROM memory_vectors")
         live = await conn.fetchval(
             "SELECT count(*) FROM fact_versions WHERE superseded_at IS NULL AND valid_to IS NULL"
@@ -197,8 +203,9 @@ async def drive_floor(opts: RecallOptions) -> None:
 
             async def knn(w: int, i: int) -> None:
                 [vector] = await embedder.embed([qs[i % len(qs)]])
-                hits = await index.search(scopes[w % opts.scopes].scope_hash, vector, KNN_K, AsOf())
-                assert len(hits) == min(KNN_K, opts.facts)
+                scope_hash = scopes[w % opts.scopes].scope_hash
+                hits = await index.search(scope_hash, vector, CANDIDATES_PER_SIGNAL, AsOf())
+                assert len(hits) == min(CANDIDATES_PER_SIGNAL, opts.facts)
 
             if opts.scenario == "floor":
                 await measure(opts, "embed + 1 indexed query", point)

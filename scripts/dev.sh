@@ -105,6 +105,8 @@ EOF
   ci)
     "$0" check-gen
     "$0" lint
+    # The house's fences: module and folder sizes, no bench use of private product code.
+    "$PY" scripts/fences.py
     "$0" deploy-check
     ;;
   *)

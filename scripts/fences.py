@@ -57,7 +57,7 @@ def private_uses(path: Path) -> Iterator[str]:
     """Imports of a private product module or name, and private attributes read or set on
     anything but `self`/`cls` (the benchmark's own objects)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    name = path.relative_to(ROOT)
+    name = path.relative_to(ROOT) if ROOT in path.parents else path
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:

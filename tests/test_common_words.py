@@ -225,9 +225,11 @@ async def test_a_words_stems_are_asked_of_postgresql_once(
     class Counting(PostgresFactStore):
         asked: list[list[str]] = []
 
-        async def lexemes_of(self, words: Sequence[str]) -> dict[str, list[str]]:
+        async def lexemes_of(
+            self, words: Sequence[str], *, timeout_s: float | None = None
+        ) -> dict[str, list[str]]:
             self.asked.append(list(words))
-            return await super().lexemes_of(words)
+            return await super().lexemes_of(words, timeout_s=timeout_s)
 
     async with asyncpg.create_pool(database_url, min_size=1, max_size=2) as pool:
         store = Counting(pool)

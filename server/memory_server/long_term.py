@@ -35,7 +35,7 @@ from memory_server.memory.recall.search import Recall, RecallSettings
 from memory_server.memory.recall.seen import SeenRecorder
 from memory_server.settings import Settings
 
-__all__ = ["LongTerm", "embedding_backend", "learning_parts", "long_term", "recall_settings"]
+__all__ = ["LongTerm", "build_long_term", "embedding_backend", "learning_parts", "recall_settings"]
 
 
 def learning_parts(
@@ -80,7 +80,7 @@ class LongTerm:
     facts: FactAdmin
 
 
-def long_term(
+def build_long_term(
     settings: Settings,
     *,
     store: FactStore,

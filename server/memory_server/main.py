@@ -28,7 +28,7 @@ from memory_server.extraction.secret_process import ProcessSecretFilter
 from memory_server.index.pgvector import Hnsw, PgVectorIndex
 from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
 from memory_server.logs import configure_logging
-from memory_server.long_term import LongTerm, embedding_backend, long_term
+from memory_server.long_term import LongTerm, build_long_term, embedding_backend
 from memory_server.memory.background import finish_or_cancel
 from memory_server.memory.conversation.history import ConversationHistory
 from memory_server.memory.conversation.summary import ExtractiveSummarizer
@@ -264,7 +264,7 @@ class MemoryServer:
         )
         await self.retention.start()
         self._stack.push_async_callback(self.retention.close)
-        return long_term(
+        return build_long_term(
             settings,
             store=facts,
             index=FreshIndex(self.index, facts, embedder),  # reads its own writes

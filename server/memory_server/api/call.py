@@ -20,6 +20,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from memory_server import logs
 from memory_server.api import validation as v
 from memory_server.api.errors import to_status
+from memory_server.memory.errors import Disabled
 from memory_server.memory.identity import Scope
 from memory_server.memory.turn.turns import ConversationMemory
 from memory_server.settings import Settings
@@ -155,3 +156,15 @@ def _budget_s(settings: Settings, context: grpc.aio.ServicerContext) -> float:
     remaining = context.time_remaining()
     limit = settings.request_timeout_seconds
     return limit if remaining is None else max(0.001, min(remaining, limit))
+
+
+NO_MEMORY = "memory is disabled on this server (memory_config.enabled is false)"
+NO_LONG_TERM = "long-term memory is disabled on this server"
+Part = TypeVar("Part")
+
+
+def enabled(part: Part | None, disabled: str) -> Part:
+    """The part of memory an RPC uses; FAILED_PRECONDITION (Disabled) when it is switched off."""
+    if part is None:
+        raise Disabled(disabled)
+    return part

@@ -11,13 +11,22 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 from memory_server.api import convert as c
 from memory_server.api import validation as v
-from memory_server.api.call import Call, GraphCall, graph_rpc, rpc, time_field
+from memory_server.api.call import (
+    NO_LONG_TERM,
+    NO_MEMORY,
+    Call,
+    GraphCall,
+    enabled,
+    graph_rpc,
+    rpc,
+    time_field,
+)
 from memory_server.api.imported import new_messages
 from memory_server.api.secret_fields import refuse_secret
 from memory_server.extraction.secrets import DetectSecretsFilter
 from memory_server.memory.conversation.history import ConversationHistory
 from memory_server.memory.conversation.model import ReplyFields
-from memory_server.memory.errors import Disabled, InvalidArgument
+from memory_server.memory.errors import InvalidArgument
 from memory_server.memory.facts.admin import FactAdmin
 from memory_server.memory.facts.model import Decision, FactKind, NewFact
 from memory_server.memory.ports import AsOf, SecretFilter
@@ -56,27 +65,19 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
 
     @property
     def _recall(self) -> Recall:
-        if self._enabled_recall is None:
-            raise Disabled("long-term memory is disabled on this server")
-        return self._enabled_recall
+        return enabled(self._enabled_recall, NO_LONG_TERM)
 
     @property
     def _facts(self) -> FactAdmin:
-        if self._enabled_facts is None:
-            raise Disabled("long-term memory is disabled on this server")
-        return self._enabled_facts
+        return enabled(self._enabled_facts, NO_LONG_TERM)
 
     @property
     def _history(self) -> ConversationHistory:
-        if self._enabled_history is None:
-            raise Disabled("memory is disabled on this server (memory_config.enabled is false)")
-        return self._enabled_history
+        return enabled(self._enabled_history, NO_MEMORY)
 
     @property
     def _memory(self) -> ConversationMemory:
-        if self._enabled_memory is None:
-            raise Disabled("memory is disabled on this server (memory_config.enabled is false)")
-        return self._enabled_memory
+        return enabled(self._enabled_memory, NO_MEMORY)
 
     # --- conversations ---------------------------------------------------------------------
 

@@ -86,9 +86,13 @@ class Learning:
         taken; another server may commit facts of the scope meanwhile. The apply therefore
         re-reads the live facts under the lock and, if they changed, writes nothing and this
         reconciles again against the new ones."""
+        scrubbed = await self._reader.scrub(turn.user_text, turn.assistant_text)
+        if scrubbed is None:
+            return []
+        user_text, assistant_text = scrubbed
         known = await self._store.live_facts(turn.scope)
-        read = await self._reader.read(
-            turn.user_text, turn.assistant_text, [f.text for f in known], turn.said_at
+        read = await self._reader.extract(
+            user_text, assistant_text, [f.text for f in known], turn.said_at
         )
         if read is None:
             return []

@@ -53,15 +53,9 @@ class TurnReader:
     def _scrub_both(self, user_text: str, assistant_text: str) -> tuple[Scrubbed, Scrubbed]:
         return self._secrets.scrub(user_text), self._secrets.scrub(assistant_text)
 
-    async def read(
-        self,
-        user_text: str,
-        assistant_text: str,
-        recalled: Sequence[str],
-        said_at: datetime | None,
-    ) -> ReadTurn | None:
-        """The turn's candidates, or None when it holds nothing to learn. `recalled`: the live
-        facts' texts, so the extractor does not keep what is known already."""
+    async def scrub(self, user_text: str, assistant_text: str) -> tuple[str, str] | None:
+        """Both texts with every secret taken out, or None when the user's holds nothing else
+        (then there is nothing to learn, and nothing need be read to learn it)."""
         # A worker thread: a long turn's scan is pure CPU (and may go to the filter's process).
         user, assistant = await asyncio.to_thread(self._scrub_both, user_text, assistant_text)
         found = user.secrets_found + assistant.secrets_found
@@ -70,7 +64,18 @@ class TurnReader:
             log.info("dropped %d secret(s) before extraction", found)
         if not user.text.strip():
             return None
-        turn_input = ExtractionInput(user.text, assistant.text, recalled=list(recalled))
+        return user.text, assistant.text
+
+    async def extract(
+        self,
+        user_text: str,
+        assistant_text: str,
+        recalled: Sequence[str],
+        said_at: datetime | None,
+    ) -> ReadTurn | None:
+        """The scrubbed turn's candidates, or None when it holds nothing to learn. `recalled`:
+        the live facts' texts, so the extractor does not keep what is known already."""
+        turn_input = ExtractionInput(user_text, assistant_text, recalled=list(recalled))
         extractor = self._extractor
         try:
             candidates = await extractor.extract(turn_input)

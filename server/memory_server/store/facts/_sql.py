@@ -39,8 +39,8 @@ read_version = row_reader(FactVersion, version_id=str, fact_id=str, kind=FactKin
 async def fetch(
     db: asyncpg.Pool | asyncpg.Connection, timeout_s: float | None, sql: str, *args: object
 ) -> list[asyncpg.Record]:
-    """`sql`'s rows within `timeout_s` (None: no limit), the wait for a pool's connection
-    included: a request's deadline bounds every statement it makes."""
+    """`sql`'s rows, the wait for a pool's connection and the statement each bounded by
+    `timeout_s` (None: no limit but the pool's own), as the conversation store does."""
     if isinstance(db, asyncpg.Connection):
         rows: list[asyncpg.Record] = await db.fetch(sql, *args, timeout=timeout_s)
         return rows

@@ -36,7 +36,7 @@ from memory_server.memory.errors import Unavailable
 from memory_server.memory.facts.retention import RetentionJob
 from memory_server.memory.ports import Summarizer
 from memory_server.memory.recall.seen import SeenRecorder
-from memory_server.memory.turn.turns import ConversationMemory
+from memory_server.memory.turn.turns import Turns
 from memory_server.metrics import LoopLagProbe, Metrics, MetricsEndpoint
 from memory_server.outbox.fresh import FreshIndex
 from memory_server.outbox.links import LinkSettings
@@ -97,7 +97,7 @@ class MemoryServer:
             await endpoint.start()
             self._stack.push_async_callback(endpoint.close)
             self.metrics_port = endpoint.port
-        servicer_memory: ConversationMemory | None = None
+        servicer_memory: Turns | None = None
         history: ConversationHistory | None = None
         if settings.enabled:
             servicer_memory, history = await self._start_memory(settings)
@@ -159,9 +159,7 @@ class MemoryServer:
             ", mutual TLS" if settings.tls_client_ca_file else "",
         )
 
-    async def _start_memory(
-        self, settings: Settings
-    ) -> tuple[ConversationMemory, ConversationHistory]:
+    async def _start_memory(self, settings: Settings) -> tuple[Turns, ConversationHistory]:
         backend = embedding_backend(settings)
         # The embedded pgvector proves it runs on this CPU before anything is served.
         check = backend.dimension if settings.vector_index != "tigergraph" else None
@@ -200,7 +198,7 @@ class MemoryServer:
             index=self.index.backlog if isinstance(self.index, TigerGraphIndex) else None,
         )
         conversations = PostgresConversationStore(pool)
-        memory = ConversationMemory(
+        memory = Turns(
             store=conversations,
             executor=registry,
             counter=counter,

@@ -22,7 +22,7 @@ from memory_server.api import validation as v
 from memory_server.api.errors import to_status
 from memory_server.memory.errors import Disabled
 from memory_server.memory.identity import Scope
-from memory_server.memory.turn.turns import ConversationMemory
+from memory_server.memory.turn.turns import Turns
 from memory_server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -32,13 +32,13 @@ Resp = TypeVar("Resp")
 
 
 class Backend(Protocol):
-    """What `rpc` reaches through the servicer: its settings, and the conversation memory
+    """What `rpc` reaches through the servicer: its settings, and the turns
     (the property raises Disabled when memory is off)."""
 
     _settings: Settings
 
     @property
-    def _memory(self) -> ConversationMemory: ...
+    def _memory(self) -> Turns: ...
 
 
 class _Fields(Generic[Req]):

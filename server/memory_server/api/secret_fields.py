@@ -5,7 +5,7 @@ fact text holding a secret (AddFact, AddFacts, UpdateFact) is refused with INVAL
 naming the field and the secret's type, never its value, and nothing is written; storing
 "[redacted: api key]" as a fact would remember nothing. This holds whatever `redact_secrets`
 says. Conversation names and feedback comments are stored like messages (redacted, or verbatim
-with `redact_secrets` off): that is ConversationMemory.redact, which the servicer calls."""
+with `redact_secrets` off): that is Turns.redact, which the servicer calls."""
 
 from __future__ import annotations
 

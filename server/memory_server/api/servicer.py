@@ -31,7 +31,7 @@ from memory_server.memory.facts.admin import FactAdmin
 from memory_server.memory.facts.model import Decision, FactKind, NewFact
 from memory_server.memory.ports import AsOf, SecretFilter
 from memory_server.memory.recall.search import Recall
-from memory_server.memory.turn.turns import ConversationMemory
+from memory_server.memory.turn.turns import Turns
 from memory_server.settings import Settings
 
 LIST_CONVERSATIONS_PAGE = (50, 500)  # (default, maximum)
@@ -47,7 +47,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     def __init__(
         self,
         settings: Settings,
-        memory: ConversationMemory | None,
+        memory: Turns | None,
         history: ConversationHistory | None = None,
         recall: Recall | None = None,
         facts: FactAdmin | None = None,
@@ -76,7 +76,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return enabled(self._enabled_history, NO_MEMORY)
 
     @property
-    def _memory(self) -> ConversationMemory:
+    def _memory(self) -> Turns:
         return enabled(self._enabled_memory, NO_MEMORY)
 
     # --- conversations ---------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Use cases of conversation memory: a turn, a context, a compaction, the UI history.
+"""The turn's use cases: start a turn (store the question, build its context, recall beside
+the write), complete it (store the reply, then compaction and learning), a context without
+storing, an import. The UI history is conversation/history.py.
 
 Writes for a scope go through the injected ScopeExecutor (the scope's actor), so they happen in
 the order they were accepted; reads go straight to the store. Other servers on the same
@@ -65,7 +67,7 @@ def new_message_id() -> str:
     return str(uuid.uuid4())
 
 
-class ConversationMemory:
+class Turns:
     def __init__(
         self,
         *,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Chores: gen | check-gen | lint | test | fuzz | lock | deploy-check | ci. Expects the dev install in
-# .venv (python3 -m venv .venv && .venv/bin/pip install -e ./clients -e '.[dev]').
+# .venv (python3 -m venv .venv &&
+#   .venv/bin/pip install -c requirements/constraints.txt -e ./clients -e '.[dev]').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -86,6 +87,17 @@ for requirement in freeze.read_text().split():
 out.parent.mkdir(exist_ok=True)
 out.write_text("\n".join(lines) + "\n")
 print(f"lock: wrote {out} ({len(lines) - 5} distributions)")
+# The same pins without hashes, for `pip install -c` beside the editable installs (a hashed
+# constraints file would put pip in hash-checking mode, which editable installs cannot pass).
+pins = [
+    "# The pins of requirements/server.txt without their hashes: the README's install commands",
+    "# use it as pip constraints, so the tests run the runtime packages the image ships.",
+    "# Generated with server.txt; do not edit. Regenerate with `scripts/dev.sh lock`.",
+    *freeze.read_text().split(),
+]
+constraints = out.with_name("constraints.txt")
+constraints.write_text("\n".join(pins) + "\n")
+print(f"lock: wrote {constraints}")
 EOF
     ;;
   fuzz)

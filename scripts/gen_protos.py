@@ -51,7 +51,11 @@ def main() -> int:
     bin_dir = Path(sys.executable).parent
     plugin = shutil.which("protoc-gen-mypy", path=str(bin_dir))
     if plugin is None:
-        print("protoc-gen-mypy not found: pip install -e ./clients -e '.[dev]'", file=sys.stderr)
+        print(
+            "protoc-gen-mypy not found: the dev install "
+            "(pip install -c requirements/constraints.txt -e ./clients -e '.[dev]')",
+            file=sys.stderr,
+        )
         return 2
     grpc_include = Path(protoc.__file__).parent / "_proto"
     files = sorted(PROTOS.rglob("*.proto"))

@@ -40,7 +40,8 @@ def _tool(name: str) -> str:
     path = Path(sys.executable).parent / name
     if not path.exists():
         pytest.fail(
-            f"{name} is missing: install the dev extra (pip install -e ./clients -e '.[dev]')"
+            f"{name} is missing: install the dev extra "
+            "(pip install -c requirements/constraints.txt -e ./clients -e '.[dev]')"
         )
     return str(path)
 
@@ -499,6 +500,25 @@ def test_requirements_pin_every_line_with_a_hash() -> None:
     assert any("scripts/dev.sh lock" in line for line in header)
 
 
+def test_constraints_are_the_lock_without_hashes() -> None:
+    """The README's installs pin the runtime closure with requirements/constraints.txt: it must
+    hold exactly the lock's versions, or the tests would run other packages than the image."""
+    lines = (ROOT / "requirements" / "constraints.txt").read_text().splitlines()
+    pins = {}
+    for line in (x.strip() for x in lines):
+        if not line or line.startswith("#"):
+            continue
+        name, sep, version = line.partition("==")
+        assert sep and version and " " not in line, f"constraints.txt: not name==version: {line!r}"
+        pins[_norm(name)] = version
+    assert pins == _lock(), (
+        "requirements/constraints.txt differs from server.txt: run scripts/dev.sh lock"
+    )
+    for path in ("README.md", ".ci/run"):
+        text = (ROOT / path).read_text()
+        assert "pip install -c requirements/constraints.txt -e ./clients -e '.[dev]'" in text, path
+
+
 def test_requirements_are_exactly_the_runtime_closure() -> None:
     for raw in _pyproject()["dependencies"]:
         req = Requirement(raw)
@@ -514,7 +534,10 @@ def test_requirements_are_exactly_the_runtime_closure() -> None:
         "run scripts/dev.sh lock"
     )
     drift = {n: (v, closure[n]) for n, v in _lock().items() if closure[n] != v}
-    assert not drift, f"lock vs installed versions differ: {drift}"
+    assert not drift, (
+        f"lock vs installed versions differ: {drift}: install with "
+        "-c requirements/constraints.txt (the README's commands), or renew the lock"
+    )
 
 
 def test_dev_tools_stay_out_of_the_image() -> None:

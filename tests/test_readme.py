@@ -46,10 +46,18 @@ def test_ci_runs_the_readme_test_command():
 
 def test_install_commands_install_the_client_distribution_beside_the_server():
     # graphrag-memory requires graphrag-memory-client, which is not on PyPI: the same pip call
-    # must install it from ./clients, or pip looks for it on the index and fails.
+    # must install it from ./clients, or pip looks for it on the index and fails. Both pin the
+    # runtime packages to the lock (requirements/constraints.txt, tests/test_deploy.py).
     for block in _sh_blocks()[:2]:
         install = shlex.split(block.split("&&")[1])
-        assert install[:4] == [".venv/bin/pip", "install", "-e", "./clients"], block
+        assert install[:6] == [
+            ".venv/bin/pip",
+            "install",
+            "-c",
+            "requirements/constraints.txt",
+            "-e",
+            "./clients",
+        ], block
     client = tomllib.loads((ROOT / "clients" / "pyproject.toml").read_text())["project"]
     server = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert f"{client['name']}=={client['version']}" in server["dependencies"]

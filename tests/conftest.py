@@ -172,7 +172,7 @@ async def outbox_caught_up(memory: RunningServer, timeout_s: float = 60.0) -> No
     outbox.facts_changed()
 
     async def caught_up() -> bool:
-        return (await outbox.status())[0] == 0
+        return (await outbox.backlog()).waiting == 0
 
     await assert_eventually(caught_up, timeout_s=timeout_s, what="the vector index caught up")
 

@@ -53,7 +53,7 @@ async def _indexed(memory: RunningServer) -> None:
     outbox.facts_changed()
 
     async def caught_up() -> bool:
-        return (await outbox.status())[0] == 0
+        return (await outbox.backlog()).waiting == 0
 
     await assert_eventually(caught_up, what="the vector index caught up")
 

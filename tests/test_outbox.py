@@ -167,4 +167,4 @@ async def test_failed_batches_back_off_then_converge(
             await pool.execute("UPDATE vector_outbox SET next_attempt_at = now()")  # time passes
             assert await worker.send_one_batch() == 3
             assert await index.count(scope.scope_hash) == 3
-            assert (await store.outbox_status())[0] == 0
+            assert (await store.backlog()).waiting == 0

@@ -28,7 +28,7 @@ def _scope() -> dict[str, str]:
 async def _pending(memory: RunningServer) -> int:
     """Outbox rows not yet applied to the index (of every scope: the database is shared)."""
     assert memory.server.outbox is not None
-    return (await memory.server.outbox.status())[0]
+    return (await memory.server.outbox.backlog()).waiting
 
 
 async def _search(memory: RunningServer, scope: dict[str, str]) -> list[tuple[str, float]]:

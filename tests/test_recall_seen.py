@@ -43,7 +43,7 @@ async def _indexed(memory: RunningServer) -> None:
     outbox.facts_changed()
 
     async def indexed() -> bool:
-        return (await outbox.status())[0] == 0
+        return (await outbox.backlog()).waiting == 0
 
     await assert_eventually(indexed, what="the vector index caught up")
 

@@ -42,7 +42,10 @@ async def test_model_change_needs_reembed_and_then_converges(fresh_database_url:
         index, outbox = server.index, server.outbox
 
         async def indexed() -> bool:
-            return await index.count(scope_hash(**scope)) == 1 and (await outbox.status())[0] == 0
+            return (
+                await index.count(scope_hash(**scope)) == 1
+                and (await outbox.backlog()).waiting == 0
+            )
 
         await assert_eventually(indexed, what="re-embedded vectors")
         async with grpc_channel(server) as stub:

@@ -35,7 +35,7 @@ async def _caught_up(memory: RunningServer) -> None:
     outbox.facts_changed()
 
     async def done() -> bool:
-        return (await outbox.status())[0] == 0
+        return (await outbox.backlog()).waiting == 0
 
     await assert_eventually(done, what="outbox drained")
 

@@ -181,7 +181,7 @@ async def test_a_migrated_server_recalls_without_embedding_again(
         assert outbox is not None
         outbox.facts_changed()
         await asyncio.sleep(0.5)
-        assert (await outbox.status())[0] == 0
+        assert (await outbox.backlog()).waiting == 0
         registry = migrated.server.metrics.registry
         assert registry.get_sample_value("graphrag_memory_embedding_batch_size_sum") in (None, 0)
         assert old.counts["upserts"] == 1 + 2 * 1  # the seed, then one copy and one scope page

@@ -158,7 +158,7 @@ async def _indexed(memory: RunningServer) -> None:
     outbox.facts_changed()
 
     async def drained() -> bool:
-        return (await outbox.status())[0] == 0
+        return (await outbox.backlog()).waiting == 0
 
     await assert_eventually(drained, what="the outbox drained")
 

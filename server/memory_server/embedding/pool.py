@@ -8,9 +8,9 @@ batches. The backend is loaded on the first batch, so a server whose users have 
 loads a model. A synchronous backend runs on one worker thread owned by the pool; an async
 backend is awaited on the loop.
 
-The wait costs a lone call up to `max_wait_ms` (about 2.3 ms on top of 3.3 ms for one MiniLM
-query); with `max_wait_ms=0` texts are still batched whenever they queue up while the backend
-is busy, which is when batching pays.
+The wait costs a lone call up to `max_wait_ms` (what that is beside one MiniLM query: see
+bench/README.md, "Figures behind the code"); with `max_wait_ms=0` texts are still batched
+whenever they queue up while the backend is busy, which is when batching pays.
 
 A bounded LRU cache of recent (model, dimension, text) -> vector sits in front of the queue, so a
 text embedded twice in one process (the reconciler embeds a new fact to find near-duplicates, the

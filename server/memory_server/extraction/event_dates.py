@@ -12,12 +12,12 @@ last / next / this / past before a unit or a day name), a year 1900-2099, or a m
 written out in full and capitalised. Texts without any anchor never reach dateparser: 245 of
 the 2,760 turns hold one (543 held one of the anchors' words, such as "this" or "may").
 
-Cost, measured on this machine: the import takes ~0.16 s and the first search ~0.13 s (it loads
-its English data); later searches ~1 ms. Taking the grain from the search, rather than parsing
-the found expression again, cuts a dated text's CPU by about a third (4.66 -> 3.19 ms a text on
-a busy machine), with the same results on every LoCoMo turn and question and the bench facts.
-The import is lazy, on the first text that has an anchor word, and the caller runs `resolve` on
-a worker thread, off the event loop.
+The import and the first search (it loads its English data) cost a noticeable fraction of a
+second, later searches about a millisecond; the grain is taken from the search rather than by
+parsing the found expression again, which saves about a third of a dated text's CPU with the
+same results (bench/README.md, "Figures behind the code"). The import is lazy, on the first
+text that has an anchor word, and the caller runs `resolve` on a worker thread, off the event
+loop.
 """
 
 from __future__ import annotations

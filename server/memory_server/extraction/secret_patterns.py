@@ -165,7 +165,8 @@ _PROSE_WORD: Final = re.compile(r"[a-z]+(?:ed|ing|ly|ful|less|able|ible)")
 _REFERENCE: Final = re.compile(r"^[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)+$")
 
 # Generic keys: a high-entropy token shortly after one of these words.
-# The leading lookahead on the first letters keeps this ~6x faster than the bare alternation.
+# The leading lookahead on the first letters keeps this several times faster than the bare
+# alternation (bench/README.md, "Figures behind the code").
 KEY_CONTEXT: Final = re.compile(
     r"(?i)(?=[kstcabp])(?:keys?(?![a-z])|secret|token|credential|creds|auth(?!or)|bearer|passw|"
     r"pwd|signature|(?<![a-z])sig(?![a-z]))"

@@ -1,9 +1,10 @@
 """The secret filter with long texts scanned in a worker process.
 
-DetectSecretsFilter is pure Python and regular expressions: about 1.5 ms of CPU per KB, holding
-the GIL throughout. Run on a worker thread it is off the event loop but not out of its way: the
-loop waits for the GIL at every wake-up, and a 1,000 x 60 KiB import then slows every other
-scope's turns several times over. A worker process has a GIL of its own.
+DetectSecretsFilter is pure Python and regular expressions, holding the GIL throughout (its
+cost per KB: bench/README.md, "Figures behind the code"). Run on a worker thread it is off the
+event loop but not out of its way: the loop waits for the GIL at every wake-up, and a large
+import then slows every other scope's turns several times over. A worker process has a GIL of
+its own.
 
 `ProcessSecretFilter` is a SecretFilter: texts up to `inline_chars` are scanned in the calling
 thread as before; a longer one is sent to one worker process (spawned, never forked: the server

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from typing import Protocol
 
 from memory_server.memory.ports import (
     AsOf,
@@ -27,19 +26,13 @@ from memory_server.memory.ports import (
     VectorIndex,
     VectorRecord,
 )
-from memory_server.store.facts import VectorSource
+from memory_server.outbox.port import PendingSources
 
 __all__ = ["FreshIndex"]
 
 # At most this many waiting versions of a scope are scored per search: a bulk import waits a
 # moment for the outbox rather than being embedded on the search's path.
 _MAX_PENDING = 64
-
-
-class _Pending(Protocol):
-    async def pending_sources(
-        self, scope_hash: str, as_of: AsOf, limit: int
-    ) -> list[VectorSource]: ...
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -52,7 +45,7 @@ class FreshIndex:
     """`index` for searches, with the outbox's waiting versions scored in; every other call
     goes to `index` as it is."""
 
-    def __init__(self, index: VectorIndex, outbox: _Pending, embedder: Embedder) -> None:
+    def __init__(self, index: VectorIndex, outbox: PendingSources, embedder: Embedder) -> None:
         self._index = index
         self._outbox = outbox
         self._embedder = embedder

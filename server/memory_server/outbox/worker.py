@@ -19,12 +19,7 @@ from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.ports import Embedder, LinkRecord, VectorIndex, VectorRecord
 from memory_server.outbox.links import Indexed, LinkSettings, choose_links
-from memory_server.store.facts import (
-    OutboxBatch,
-    OutboxItem,
-    PostgresFactStore,
-    VectorSource,
-)
+from memory_server.outbox.port import Backlog, OutboxBatch, OutboxItem, OutboxRows, VectorSource
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +27,7 @@ log = logging.getLogger(__name__)
 class OutboxWorker(Lifecycle):
     def __init__(
         self,
-        store: PostgresFactStore,
+        store: OutboxRows,
         index: VectorIndex,
         embedder: Embedder,
         *,
@@ -60,9 +55,9 @@ class OutboxWorker(Lifecycle):
         if self._task is None and not self._closing:
             self._task = asyncio.create_task(self._run(), name="outbox")
 
-    async def status(self) -> tuple[int, float]:
-        """(rows waiting, seconds the oldest has waited): the index's lag behind PostgreSQL."""
-        return await self._store.outbox_status()
+    async def backlog(self) -> Backlog:
+        """The index's lag behind PostgreSQL."""
+        return await self._store.backlog()
 
     def facts_changed(self) -> None:
         """New rows were committed: look now instead of at the next poll (IndexOutbox)."""

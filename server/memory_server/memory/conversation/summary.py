@@ -32,8 +32,9 @@ _ROLE_LINE_RE = re.compile(r"^[A-Za-z_][\w-]{0,31}: \S")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD_RE = re.compile(r"\w+")
 _ROLE_CLEAN_RE = re.compile(r"[^\w-]")
-# Inputs longer than this are summarized on a worker thread: the fold of a large import (300
-# messages of 60 KiB held the loop 8.5 s) must not stall the event loop every scope shares.
+# Inputs longer than this are summarized on a worker thread: the fold of a large import (it
+# held the loop for seconds: bench/README.md, "Figures behind the code") must not stall the
+# event loop every scope shares.
 _INLINE_CHARS = 8192
 
 # A sentence made only of these words carries no content ("Thanks!", "ok", "You're welcome.").

@@ -11,14 +11,14 @@ are dropped from the text the vector signal embeds, if at least MIN_FACTS facts 
 question that would be left without a word is embedded whole). The share was chosen from the
 flat region of a sweep on LoCoMo's dev split (bench/README.md).
 
-Such a word written with a capital ("Caroline", "Caroline's") names the question's **subject**:
-on LoCoMo 97% of the turns a question about Caroline needs are hers, and half of the scope is
-the other speaker's. Its idf is low because so many facts name it, so the lexical signal barely
-tells her facts from the others'. Recall therefore weighs a fact that names none of the
-question's subjects (the word, case-insensitive, alone or with 's) by
-`ltm_off_subject_weight` (0.8, from the flat region 0.7-0.9 of the same sweep): it still
-competes, a little lower. A lower-case common word ("python" in a scope of Python notes) is
-left out of the embedding but is no subject.
+Such a word written with a capital ("Caroline", "Caroline's") names the question's **subject**: on
+LoCoMo nearly all the turns a question about Caroline needs are hers, and half of the scope is the
+other speaker's (bench/README.md "Subjects"). Its idf is low because so many facts name it, so the
+lexical signal barely tells her facts from the others'. Recall therefore weighs a fact that names
+none of the question's subjects (the word, case-insensitive, alone or with 's) by
+`ltm_off_subject_weight` (0.8, from the flat region 0.7-0.9 of the same sweep): it still competes, a
+little lower. A lower-case common word ("python" in a scope of Python notes) is left out of the
+embedding but is no subject.
 """
 
 from __future__ import annotations

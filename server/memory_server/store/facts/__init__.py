@@ -6,40 +6,27 @@ transaction, so the vector index can always be brought to exactly what PostgreSQ
   _sql      the belief predicate and the other pieces every statement shares
   _reads    live facts, versions believed as of a time, lexical matches, a fact's history
   _writes   applying reconciliation, recall bookkeeping, retention, erasure of a scope
-  _writer   the statements of one change: versions, history rows, outbox rows
+  _transaction  the statements of one change in its transaction: versions, history, outbox rows
   _outbox   claiming outbox rows for the vector index; the embedding model of record
   _links    semantic links between versions: followed by recall, written by the outbox
 """
 
 from __future__ import annotations
 
-import asyncpg
-
 from memory_server.store.facts._links import FactLinks
-from memory_server.store.facts._outbox import (
-    EmbeddingModelMismatch,
-    OutboxBatch,
-    OutboxItem,
-    VectorOutbox,
-    VectorSource,
-)
+from memory_server.store.facts._outbox import EmbeddingModelMismatch, VectorOutbox
 from memory_server.store.facts._reads import LEXICAL_STATEMENT, FactReads, lexical_arguments
 from memory_server.store.facts._writes import FactWrites
 
 
 class PostgresFactStore(FactReads, FactWrites, FactLinks, VectorOutbox):
-    """The domain's FactStore (memory.ports), and the outbox the vector index is fed from."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
+    """The domain's FactStore (memory.ports), and the rows the outbox actor drains
+    (outbox.port's OutboxRows)."""
 
 
 __all__ = [
     "LEXICAL_STATEMENT",
     "EmbeddingModelMismatch",
-    "OutboxBatch",
-    "OutboxItem",
     "PostgresFactStore",
-    "VectorSource",
     "lexical_arguments",
 ]

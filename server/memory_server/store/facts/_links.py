@@ -19,6 +19,7 @@ from memory_server.store.facts._sql import (
     LIVE,
     SCOPE_ID,
     VERSION_COLUMNS,
+    OnPool,
     fetch,
     read_version,
 )
@@ -28,9 +29,7 @@ _LINK_BELIEVED = """l.recorded_at <= COALESCE({t}, now())
     AND (l.superseded_at IS NULL OR COALESCE({t}, now()) < l.superseded_at)"""
 
 
-class FactLinks:
-    _pool: asyncpg.Pool
-
+class FactLinks(OnPool):
     async def linked(
         self,
         scope: Scope,
@@ -44,12 +43,12 @@ class FactLinks:
             return []
         # `= ANY($3)` rather than a join with unnest: the plan stays an index lookup per
         # seed when PostgreSQL switches the prepared statement to its generic plan (a join
-        # with the unnested array became a scan of fact_links there, 10-30x slower). The
+        # with the unnested array became a scan of fact_links there, many times slower). The
         # linked version is looked up per found link, by its primary key, in a LATERAL
         # subquery that LIMIT keeps from being flattened: as a plain join, a scope whose
         # statistics were not yet analysed (just imported, or grown fast) was planned the
-        # other way round, every version of the scope a loop over the links (15 ms instead of
-        # 0.3 ms at 1,000 facts; bench/README.md).
+        # other way round, every version of the scope a loop over the links
+        # (bench/README.md, "Figures behind the code").
         believed = _LINK_BELIEVED.format(t="$5::timestamptz")
         believed_v = BELIEVED.format(v="$4::timestamptz", t="$5::timestamptz")
         # A seed's neighbours: the versions of its conversation said just before and just

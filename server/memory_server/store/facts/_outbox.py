@@ -1,7 +1,7 @@
 """The vector outbox, read side: claiming the rows the vector index has yet to see, with the
 current state of their versions, and the embedding model the stored vectors were made with.
 
-The rows themselves are written by each fact change, in its own transaction (FactWriter); the
+The rows themselves are written by each fact change, in its own transaction (ChangeTransaction); the
 outbox actor (memory_server.outbox) sends what it claims here and marks it done or retried in
 the claiming transaction. Migration 0003 calls this `store/facts.py claim_outbox`: it was one
 module then, and shipped migrations are never edited (store/schema.py).
@@ -12,41 +12,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import asyncpg
 
 from memory_server.memory.ports import AsOf, LinkRecord
+from memory_server.outbox.port import Backlog, OutboxItem, VectorSource
 from memory_server.store.facts._links import close_links, record_links
-from memory_server.store.facts._sql import optional_id
+from memory_server.store.facts._sql import OnPool, optional_id
 from memory_server.store.rows import row_reader
-from memory_server.store.stats import outbox_stats
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    id: int
-    scope_hash: str
-    op: str  # upsert | delete | purge
-    version_id: str
-    attempts: int
-
 
 _read_outbox_item = row_reader(OutboxItem, version_id=optional_id)
-
-
-@dataclass(frozen=True, slots=True)
-class VectorSource:
-    """A version as the vector index needs it."""
-
-    version_id: str
-    scope_hash: str
-    text: str
-    valid_from: datetime
-    valid_to: datetime | None
-    recorded_at: datetime
-    superseded_at: datetime | None
 
 
 def _source(row: asyncpg.Record, id_column: str) -> VectorSource:
@@ -61,15 +37,15 @@ def _source(row: asyncpg.Record, id_column: str) -> VectorSource:
     )
 
 
-class OutboxBatch:
-    """Claimed outbox rows, locked until the surrounding transaction ends."""
+class ClaimedRows:
+    """Claimed outbox rows, locked until the surrounding transaction ends (outbox.port's
+    OutboxBatch)."""
 
     def __init__(self, conn: asyncpg.Connection, items: list[OutboxItem]) -> None:
         self._conn = conn
         self.items = items
 
     async def sources(self) -> dict[str, VectorSource]:
-        """Current state of the versions to upsert; a version erased meanwhile is absent."""
         ids = [uuid.UUID(i.version_id) for i in self.items if i.op == "upsert"]
         if not ids:
             return {}
@@ -110,11 +86,9 @@ class EmbeddingModelMismatch(RuntimeError):
     pass
 
 
-class VectorOutbox:
-    _pool: asyncpg.Pool
-
+class VectorOutbox(OnPool):
     @asynccontextmanager
-    async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxBatch]:
+    async def claim_outbox(self, limit: int) -> AsyncIterator[ClaimedRows]:
         """Claims due outbox rows for the duration of the block (FOR UPDATE SKIP LOCKED).
 
         A row whose version has an older row this claim did not get (another server is sending
@@ -135,7 +109,7 @@ class VectorOutbox:
                    ORDER BY c.id""",
                 limit,
             )
-            yield OutboxBatch(conn, [_read_outbox_item(r) for r in rows])
+            yield ClaimedRows(conn, [_read_outbox_item(r) for r in rows])
 
     async def pending_sources(self, scope_hash: str, as_of: AsOf, limit: int) -> list[VectorSource]:
         """The scope's versions whose upsert is still in the outbox and that are believed at
@@ -160,9 +134,16 @@ class VectorOutbox:
         )
         return [_source(r, "version_id") for r in rows]
 
-    async def outbox_status(self) -> tuple[int, float]:
-        """(pending rows, age in seconds of the oldest)."""
-        return await outbox_stats(self._pool)
+    async def backlog(self) -> Backlog:
+        """The rows waiting and the age of the oldest: the vector index's lag. One cheap
+        statement: rows leave the outbox once the index has them."""
+        row = await self._pool.fetchrow(
+            """SELECT count(*) AS waiting,
+                      coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_s
+               FROM vector_outbox"""
+        )
+        assert row is not None
+        return Backlog(int(row["waiting"]), float(row["oldest_s"]))
 
     async def check_embedding_model(self, model_name: str, dimension: int) -> None:
         """Records the model on first use; a different one later is an error."""

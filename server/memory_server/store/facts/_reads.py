@@ -17,6 +17,7 @@ from memory_server.store.facts._sql import (
     LIVE,
     SCOPE_ID,
     VERSION_COLUMNS,
+    OnPool,
     fact_uuid,
     fetch,
     live_facts,
@@ -40,7 +41,7 @@ LEXICAL_STATEMENT = f"""
         ),
         -- A row's question words: weight A on them, keep only A (the stored lexemes carry
         -- to_tsvector's default weight D), in one pass over the row's tsvector rather than
-        -- turning it into an array once per question word (~30 % of the statement).
+        -- turning it into an array once per question word (bench/lexical_ab.py).
         matched AS MATERIALIZED (
             SELECT v.id, v.recorded_at,
                    tsvector_to_array(ts_filter(setweight(v.lexemes, 'A', q.words), '{{a}}'))
@@ -81,9 +82,7 @@ def lexical_arguments(scope: Scope, query: str, k: int, as_of: AsOf) -> tuple[ob
     return (scope.username, scope.graphname, query, k, as_of.valid_time, as_of.transaction_time)
 
 
-class FactReads:
-    _pool: asyncpg.Pool
-
+class FactReads(OnPool):
     async def live_facts(self, scope: Scope, *, timeout_s: float | None = None) -> list[LiveFact]:
         return await live_facts(self._pool, scope, timeout_s)
 

@@ -27,6 +27,13 @@ VERSION_COLUMNS = """v.id AS version_id, v.fact_id, v.text, v.kind, v.valid_from
 SCOPE_ID = "(SELECT id FROM scopes WHERE username = $1 AND graphname = $2)"
 
 
+class OnPool:
+    """One part of PostgresFactStore: its statements run on the pool the store was given."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+
 def optional_id(value: uuid.UUID | None) -> str:
     """A nullable uuid column as the domain has it: text, empty for NULL."""
     return str(value or "")

@@ -21,14 +21,12 @@ from memory_server.memory.facts.model import (
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import Applying, Revise
 from memory_server.memory.recall.seen import Seen
-from memory_server.store.facts._sql import LIVE, live_facts
-from memory_server.store.facts._writer import FactWriter
+from memory_server.store.facts._sql import LIVE, OnPool, live_facts
+from memory_server.store.facts._transaction import ChangeTransaction
 from memory_server.store.scope_lock import lock_scope
 
 
-class FactWrites:
-    _pool: asyncpg.Pool
-
+class FactWrites(OnPool):
     async def apply(
         self,
         scope: Scope,
@@ -40,9 +38,7 @@ class FactWrites:
         revise: Revise | None = None,
         timeout_s: float | None = None,
     ) -> list[AppliedChange]:
-        """Applies reconciliation decisions in one transaction (versions, history, outbox),
-        under the scope's write lock; with `revise`, what it answers for the live facts read
-        under the lock is applied instead (see FactStore.apply).
+        """One change: `apply_batch` of it alone.
 
         DELETE closes the version's transaction time and, when `ended` (the fact stopped
         being true) or the candidate announced a change, records that it ended now.
@@ -81,7 +77,7 @@ class FactWrites:
                 decisions = change.decisions
                 if change.revise is not None and live is not None:
                     decisions = change.revise(live)
-                w = FactWriter(conn, scope_id, scope.scope_hash, change.provenance)
+                w = ChangeTransaction(conn, scope_id, scope.scope_hash, change.provenance)
                 applied = await _write(w, decisions, ended)
                 out.append(applied)
                 if live is None:
@@ -148,7 +144,7 @@ class FactWrites:
                 cutoff,
             )
             for row in rows:
-                writer = FactWriter(
+                writer = ChangeTransaction(
                     conn, row["scope_id"], row["scope_hash"], Provenance(extractor="retention")
                 )
                 await writer.delete(str(row["id"]), ended=False, event="EXPIRE")
@@ -228,7 +224,7 @@ _CHANGING = (Decision.UPDATE, Decision.DELETE)
 
 
 async def _write(
-    w: FactWriter, decisions: Sequence[ReconciledCandidate], ended: bool
+    w: ChangeTransaction, decisions: Sequence[ReconciledCandidate], ended: bool
 ) -> list[AppliedChange]:
     applied: list[AppliedChange] = []
     for item in decisions:

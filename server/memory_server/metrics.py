@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -22,10 +22,12 @@ from memory_server.lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
 
-OutboxStats = Callable[[], Awaitable[tuple[int, float]]]  # (pending rows, oldest age in s)
+# (rows waiting, seconds the oldest has waited): the outbox's Backlog
+OutboxStats = Callable[[], Awaitable[tuple[int, float]]]
 # (vectors upserted but not yet reported searchable, seconds since the oldest of them)
 IndexStats = Callable[[], Awaitable[tuple[int, float]]]
 
+_PREFIX = "graphrag_memory_"
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 _SCRAPE_QUERY_TIMEOUT_S = 2.0
@@ -38,93 +40,65 @@ class Metrics:
     """The service's metric families, in a registry of their own."""
 
     def __init__(self) -> None:
-        r = self.registry = CollectorRegistry(auto_describe=True)
-        self.rpc_requests = Counter(
-            "graphrag_memory_rpc_requests",
-            "RPCs answered, by method and gRPC status",
-            ["method", "code"],
-            registry=r,
+        self.registry = CollectorRegistry(auto_describe=True)
+        rpc = ["method", "code"]
+        self.rpc_requests = self._counter(
+            "rpc_requests", "RPCs answered, by method and gRPC status", rpc
         )
-        self.rpc_seconds = Histogram(
-            "graphrag_memory_rpc_duration_seconds",
+        self.rpc_seconds = self._histogram(
+            "rpc_duration_seconds",
             "RPC latency in the server, by method and gRPC status",
-            ["method", "code"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+            _LATENCY_BUCKETS,
+            rpc,
         )
-        self.actors_alive = Gauge(
-            "graphrag_memory_actors_alive", "Scope actors currently running", registry=r
+        self.actors_alive = self._gauge("actors_alive", "Scope actors currently running")
+        self.mailbox_depth = self._gauge("mailbox_depth", "Writes queued on all scope actors")
+        self.outbox_pending = self._gauge(
+            "outbox_pending", "Fact changes committed but not yet in the vector index"
         )
-        self.mailbox_depth = Gauge(
-            "graphrag_memory_mailbox_depth", "Writes queued on all scope actors", registry=r
+        self.outbox_lag = self._gauge(
+            "outbox_lag_seconds", "Age of the oldest change waiting in the outbox (0 when empty)"
         )
-        self.outbox_pending = Gauge(
-            "graphrag_memory_outbox_pending",
-            "Fact changes committed but not yet in the vector index",
-            registry=r,
+        self.embedding_batch_size = self._histogram(
+            "embedding_batch_size", "Texts per batch of the shared embedding pool", _BATCH_BUCKETS
         )
-        self.outbox_lag = Gauge(
-            "graphrag_memory_outbox_lag_seconds",
-            "Age of the oldest change waiting in the outbox (0 when empty)",
-            registry=r,
+        self.embedding_batch_seconds = self._histogram(
+            "embedding_batch_duration_seconds", "Time to embed one batch", _LATENCY_BUCKETS
         )
-        self.embedding_batch_size = Histogram(
-            "graphrag_memory_embedding_batch_size",
-            "Texts per batch of the shared embedding pool",
-            buckets=_BATCH_BUCKETS,
-            registry=r,
+        self.fact_decisions = self._counter(
+            "fact_decisions", "Reconciliation decisions applied to long-term memory", ["decision"]
         )
-        self.embedding_batch_seconds = Histogram(
-            "graphrag_memory_embedding_batch_duration_seconds",
-            "Time to embed one batch",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+        self.secrets_dropped_total = self._counter(
+            "secrets_dropped", "Sentences dropped before extraction because they held a secret"
         )
-        self.fact_decisions = Counter(
-            "graphrag_memory_fact_decisions",
-            "Reconciliation decisions applied to long-term memory",
-            ["decision"],
-            registry=r,
-        )
-        self.secrets_dropped_total = Counter(
-            "graphrag_memory_secrets_dropped",
-            "Sentences dropped before extraction because they held a secret",
-            registry=r,
-        )
-        self.learning_pending = Gauge(
-            "graphrag_memory_learning_pending",
+        self.learning_pending = self._gauge(
+            "learning_pending",
             "Turns whose background learning (extract, reconcile, apply) has not finished",
-            registry=r,
         )
-        self.learning_seconds = Histogram(
-            "graphrag_memory_learning_duration_seconds",
+        self.learning_seconds = self._histogram(
+            "learning_duration_seconds",
             "Background learning of one turn, from its reply to its facts applied",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+            _LATENCY_BUCKETS,
         )
-        self.live_vectors_missing_total = Counter(
-            "graphrag_memory_live_vectors_missing",
+        self.live_vectors_missing_total = self._counter(
+            "live_vectors_missing",
             "Live facts whose vector the index did not return, embedded again for"
             " reconciliation (a rise on every learning pass means the index replies are misread)",
-            registry=r,
         )
-        self.index_pending = Gauge(
-            "graphrag_memory_vector_index_pending",
+        self.index_pending = self._gauge(
+            "vector_index_pending",
             "Vectors upserted to TigerGraph that its index has not yet reported searchable",
-            registry=r,
         )
-        self.index_lag = Gauge(
-            "graphrag_memory_vector_index_lag_seconds",
+        self.index_lag = self._gauge(
+            "vector_index_lag_seconds",
             "Seconds since the oldest upsert TigerGraph's index has not yet reported rebuilt"
             " (0 when all are searchable)",
-            registry=r,
         )
-        self.event_loop_lag = Histogram(
-            "graphrag_memory_event_loop_lag_seconds",
+        self.event_loop_lag = self._histogram(
+            "event_loop_lag_seconds",
             f"How late the event loop woke a task sleeping {LOOP_LAG_INTERVAL_S}s: time it spent"
             " on one synchronous step every request of every scope waited behind",
-            buckets=_LAG_BUCKETS,
-            registry=r,
+            _LAG_BUCKETS,
         )
         # (method, code) -> the counter and histogram children: labels() on every RPC costs more
         # than the observation itself.
@@ -135,6 +109,19 @@ class Metrics:
         self._index: IndexStats | None = None
         for decision in ("ADD", "UPDATE", "DELETE", "NONE"):
             self.fact_decisions.labels(decision)  # present at 0 before the first decision
+
+    # Every family is named graphrag_memory_<name> and lives in this server's own registry.
+
+    def _counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
+        return Counter(f"{_PREFIX}{name}", doc, labels, registry=self.registry)
+
+    def _gauge(self, name: str, doc: str) -> Gauge:
+        return Gauge(f"{_PREFIX}{name}", doc, registry=self.registry)
+
+    def _histogram(
+        self, name: str, doc: str, buckets: Sequence[float], labels: Sequence[str] = ()
+    ) -> Histogram:
+        return Histogram(f"{_PREFIX}{name}", doc, labels, buckets=buckets, registry=self.registry)
 
     def observe_state(
         self,

@@ -139,6 +139,9 @@ def _yes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", action="store_true", help="confirm the erasure (no undo)")
 
 
+Add = Callable[[Any, str, Callable[..., Any] | None, str], argparse.ArgumentParser]
+
+
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="memoryctl",
@@ -153,6 +156,7 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     def add(
         subparsers: Any, name: str, run: Callable[..., Any] | None, summary: str
     ) -> argparse.ArgumentParser:
+        """A command with the global options, running `run` (None: it has subcommands)."""
         parser: argparse.ArgumentParser = subparsers.add_parser(
             name, help=summary, description=summary, parents=[common]
         )
@@ -161,7 +165,26 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         return parser
 
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _turn_commands(sub, add)
+    _conversation_commands(sub, add)
+    facts_parser = add(sub, "facts", None, "long-term facts: search, list, get, history, edit")
+    fact_commands = facts_parser.add_subparsers(
+        dest="facts_command", required=True, metavar="FACTS_COMMAND"
+    )
+    _fact_commands(fact_commands, add)
+    p = add(
+        sub,
+        "forget-scope",
+        facts.forget_scope,
+        "erase a user's facts on a graph, nothing kept (needs --yes)",
+    )
+    _scope(p)
+    p.add_argument("--include-conversations", action="store_true", help="erase their chats too")
+    _yes(p)
+    return root
 
+
+def _turn_commands(sub: Any, add: Add) -> None:
     p = add(
         sub,
         "health",
@@ -188,6 +211,8 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     _scope(p, conversation=True)
     p.add_argument("--question", default="", help="the question (long-term recall uses it)")
 
+
+def _conversation_commands(sub: Any, add: Add) -> None:
     p = add(sub, "conversations", conversations.conversations, "list conversations, newest first")
     _scope(p)
     _paging(p)
@@ -215,11 +240,8 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     _scope(p, conversation=True)
     _yes(p)
 
-    facts_parser = add(sub, "facts", None, "long-term facts: search, list, get, history, edit")
-    fact_commands = facts_parser.add_subparsers(
-        dest="facts_command", required=True, metavar="FACTS_COMMAND"
-    )
 
+def _fact_commands(fact_commands: Any, add: Add) -> None:
     p = add(fact_commands, "search", facts.search, "hybrid search (SearchFacts)")
     _scope(p)
     p.add_argument("query")
@@ -273,14 +295,3 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         action="store_true",
         help="it stopped being true now (default: it was never true, a wrong extraction)",
     )
-
-    p = add(
-        sub,
-        "forget-scope",
-        facts.forget_scope,
-        "erase a user's facts on a graph, nothing kept (needs --yes)",
-    )
-    _scope(p)
-    p.add_argument("--include-conversations", action="store_true", help="erase their chats too")
-    _yes(p)
-    return root

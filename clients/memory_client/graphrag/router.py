@@ -28,20 +28,30 @@ chat-history/db/db.go:64-78): a UI written for chat-history should treat 404 as 
 conversation.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Annotated, Any, NamedTuple
 
 import grpc
-from fastapi import APIRouter, Depends, HTTPException, Path
+from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from memory_client.errors import MemoryClientError
 from memory_client.graphrag.adapter import GraphRAGMemory
 
-__all__ = ["Caller", "FeedbackBody", "caller_from_auth", "http_status_for", "memory_ui_router"]
+__all__ = [
+    "Caller",
+    "FeedbackBody",
+    "MemoryRoute",
+    "caller_from_auth",
+    "http_status_for",
+    "memory_ui_router",
+]
 
 # GraphRAG's own rule for graph names in UI paths.
 GRAPHNAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# A path's {graphname}: GraphRAG's rule, at most 256 characters.
+Graph = Annotated[str, Path(pattern=GRAPHNAME_PATTERN, max_length=256)]
 
 _HTTP_STATUS: dict[grpc.StatusCode, int] = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -102,8 +112,21 @@ def _check_graph(caller: Caller, graphname: str) -> str:
     return caller.username
 
 
-def _failed(exc: MemoryClientError) -> HTTPException:
-    return HTTPException(status_code=http_status_for(exc.code), detail=exc.details)
+class MemoryRoute(APIRoute):
+    """A route whose failed memory call answers its HTTP status (`http_status_for`) with the
+    service's message. An APIRouter holds no exception handlers of its own, and the app's are
+    GraphRAG's: the route class goes with the routes into whatever app includes them."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except MemoryClientError as exc:
+                raise HTTPException(http_status_for(exc.code), exc.details) from exc
+
+        return answer
 
 
 def _nobody_is_admin() -> bool:
@@ -122,55 +145,51 @@ def memory_ui_router(
     authenticated username (a str). `is_admin`, a FastAPI dependency returning a bool (it may
     itself depend on `current_user`; FastAPI runs that once per request), opens the all-users
     feedback export; without it nobody is an admin."""
-    router = APIRouter(prefix=prefix, tags=["memory"])
+    router = APIRouter(prefix=prefix, tags=["memory"], route_class=MemoryRoute)
 
-    def graph_user(
-        graphname: Annotated[str, Path(pattern=GRAPHNAME_PATTERN, max_length=256)],
-        auth: Annotated[Any, Depends(current_user)],
-    ) -> str:
+    def graph_user(graphname: Graph, auth: Annotated[Any, Depends(current_user)]) -> str:
         return _check_graph(caller_from_auth(auth), graphname)
 
-    Graph = Annotated[str, Path(pattern=GRAPHNAME_PATTERN, max_length=256)]
     User = Annotated[str, Depends(graph_user)]
 
     @router.get("/{graphname}/user")
     async def list_conversations(graphname: Graph, username: User) -> list[dict[str, Any]]:
-        try:
-            return await memory.list_conversations(username, graphname)
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
+        return await memory.list_conversations(username, graphname)
 
     @router.get("/{graphname}/conversation/{conversation_id}")
     async def get_conversation(
         graphname: Graph, conversation_id: str, username: User
     ) -> list[dict[str, Any]]:
-        try:
-            return await memory.conversation_messages(username, graphname, conversation_id)
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
+        return await memory.conversation_messages(username, graphname, conversation_id)
 
     @router.post("/{graphname}/feedback")
     async def submit_feedback(
         graphname: Graph, body: FeedbackBody, username: User
     ) -> dict[str, Any]:
-        try:
-            message = await memory.submit_feedback(
-                username, graphname, body.message_id, body.feedback or 0, body.comment or ""
-            )
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
+        message = await memory.submit_feedback(
+            username, graphname, body.message_id, body.feedback or 0, body.comment or ""
+        )
         return {"message": "feedback saved", "message_id": message["message_id"]}
 
     @router.delete("/{graphname}/conversation/{conversation_id}")
     async def delete_conversation(
         graphname: Graph, conversation_id: str, username: User
     ) -> dict[str, Any]:
-        try:
-            deleted = await memory.delete_conversation(username, graphname, conversation_id)
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
+        deleted = await memory.delete_conversation(username, graphname, conversation_id)
         return {"message": "Conversation deleted successfully", "deleted_messages": deleted}
 
+    _feedback_routes(router, memory, current_user, is_admin, User)
+    return router
+
+
+def _feedback_routes(
+    router: APIRouter,
+    memory: GraphRAGMemory,
+    current_user: Callable[..., Any],
+    is_admin: Callable[..., Any] | None,
+    User: Any,
+) -> None:
+    """The feedback export: the caller's own messages, or an admin's view of every user's."""
     Admin = Annotated[bool, Depends(is_admin or _nobody_is_admin)]
 
     async def feedback_of(graphname: str, username: str, admin: bool) -> list[dict[str, Any]]:
@@ -199,11 +218,8 @@ def memory_ui_router(
                 status_code=400, detail="no graph list for this user: use /{graphname}/get_feedback"
             )
         out: list[dict[str, Any]] = []
-        try:
-            for graphname in sorted(caller.graphs):
-                out.extend(await feedback_of(graphname, caller.username, admin))
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
+        for graphname in sorted(caller.graphs):
+            out.extend(await feedback_of(graphname, caller.username, admin))
         return out
 
     @router.get("/{graphname}/get_feedback")
@@ -212,9 +228,4 @@ def memory_ui_router(
         (`feedback_json`: chat-history's shape with `user_id`), anyone else every message of
         their own conversations, feedback fields included (chat-history/routes/routes.go:
         259-283)."""
-        try:
-            return await feedback_of(graphname, username, admin)
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
-
-    return router
+        return await feedback_of(graphname, username, admin)

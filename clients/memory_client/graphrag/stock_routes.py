@@ -24,9 +24,9 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException
 
-from memory_client.errors import MemoryClientError, NotFoundError
+from memory_client.errors import NotFoundError
 from memory_client.graphrag.adapter import GraphRAGMemory
-from memory_client.graphrag.router import Caller, FeedbackBody, caller_from_auth, http_status_for
+from memory_client.graphrag.router import Caller, FeedbackBody, MemoryRoute, caller_from_auth
 
 __all__ = ["stock_ui_router"]
 
@@ -39,15 +39,11 @@ def _graphs(caller: Caller) -> list[str]:
     return sorted(caller.graphs)
 
 
-def _failed(exc: MemoryClientError) -> HTTPException:
-    return HTTPException(status_code=http_status_for(exc.code), detail=exc.details)
-
-
 def stock_ui_router(
     memory: GraphRAGMemory, current_user: Callable[..., Any], *, prefix: str = "/ui"
 ) -> APIRouter:
     """The graph-less UI routes over `memory`; `current_user` is GraphRAG's `ui_basic_auth`."""
-    router = APIRouter(prefix=prefix, tags=["memory"])
+    router = APIRouter(prefix=prefix, tags=["memory"], route_class=MemoryRoute)
     Auth = Annotated[Any, Depends(current_user)]
 
     @router.get("/user/{user_id}")
@@ -56,12 +52,9 @@ def stock_ui_router(
         if user_id != caller.username:
             raise HTTPException(status_code=403, detail="another user's conversations")
         out: list[dict[str, Any]] = []
-        try:
-            for graphname in _graphs(caller):
-                for conversation in await memory.list_conversations(caller.username, graphname):
-                    out.append({**conversation, "graphname": graphname})
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
+        for graphname in _graphs(caller):
+            for conversation in await memory.list_conversations(caller.username, graphname):
+                out.append({**conversation, "graphname": graphname})
         out.sort(key=lambda c: c.get("update_ts") or "", reverse=True)
         return out
 
@@ -70,14 +63,11 @@ def stock_ui_router(
     ) -> tuple[str, _T] | None:
         """`call(graphname)` on the caller's graphs in name order until one has the thing
         (NOT_FOUND means: not on this graph); None when none has it."""
-        try:
-            for graphname in _graphs(caller):
-                try:
-                    return graphname, await call(graphname)
-                except NotFoundError:
-                    continue
-        except MemoryClientError as exc:
-            raise _failed(exc) from exc
+        for graphname in _graphs(caller):
+            try:
+                return graphname, await call(graphname)
+            except NotFoundError:
+                continue
         return None
 
     @router.get("/conversation/{conversation_id}")

@@ -147,6 +147,46 @@ def _channel(options: Options) -> grpc.aio.Channel:
 
 async def run(options: Options) -> dict[str, Any]:
     """Runs the load and returns the ghz-format report."""
+    resolved = _checked(options)
+    channels = [_channel(options) for _ in range(options.connections)]
+    try:
+        for channel in channels:
+            try:
+                await asyncio.wait_for(channel.channel_ready(), options.connect_timeout_s)
+            except TimeoutError as exc:
+                raise LoadTestError(
+                    f"could not connect to {options.host} within {options.connect_timeout_s:g}s"
+                ) from exc
+        load = _Load(options, resolved, channels)
+        await asyncio.gather(*(load.worker(i) for i in range(options.concurrency)))
+        total_ns = time.perf_counter_ns() - load.began
+    finally:
+        for channel in channels:
+            await channel.close()
+    timed = options.duration_s > 0
+    return build_report(
+        load.collector.results,
+        options=ghz_options(
+            host=options.host,
+            call=resolved.path.lstrip("/"),
+            insecure=options.insecure,
+            total=0 if timed else options.total,
+            concurrency=options.concurrency,
+            connections=options.connections,
+            duration_ns=int(options.duration_s * 1e9),
+            timeout_ns=int(options.timeout_s * 1e9),
+            data=options.data,
+            name=options.name,
+            metadata=options.metadata,
+        ),
+        total_ns=total_ns,
+        end_reason="timeout" if timed else "normal",
+        name=options.name,
+    )
+
+
+def _checked(options: Options) -> ResolvedCall:
+    """The call the options name, once they and its data are known to make sense."""
     if options.concurrency < 1:
         raise LoadTestError("concurrency must be at least 1")
     if options.connections < 1:
@@ -164,19 +204,19 @@ async def run(options: Options) -> dict[str, Any]:
             build_request(resolved, options.data, 0, worker_id(0, options.connections))
         except (TemplateError, json_format.ParseError) as exc:
             raise LoadTestError(f"bad call data: {exc}") from exc
-    metadata = tuple(options.metadata.items()) if options.metadata else None
-    timeout = options.timeout_s if options.timeout_s > 0 else None
+    return resolved
 
-    channels = [_channel(options) for _ in range(options.connections)]
-    try:
-        for channel in channels:
-            try:
-                await asyncio.wait_for(channel.channel_ready(), options.connect_timeout_s)
-            except TimeoutError as exc:
-                raise LoadTestError(
-                    f"could not connect to {options.host} within {options.connect_timeout_s:g}s"
-                ) from exc
-        methods: list[Callable[..., Any]] = [
+
+class _Load:
+    """The workers' shared state: request numbers handed out until the total or the duration
+    is reached, each worker on its connection (worker i on channel i mod connections)."""
+
+    def __init__(
+        self, options: Options, resolved: ResolvedCall, channels: list[grpc.aio.Channel]
+    ) -> None:
+        self._options = options
+        self._resolved = resolved
+        self._methods: list[Callable[..., Any]] = [
             channel.unary_unary(
                 resolved.path,
                 request_serializer=resolved.request_class.SerializeToString,
@@ -184,66 +224,43 @@ async def run(options: Options) -> dict[str, Any]:
             )
             for channel in channels
         ]
-        collector = Collector()
-        next_number = 0
-        began = time.perf_counter_ns()
-        deadline = began + int(options.duration_s * 1e9) if options.duration_s > 0 else None
+        self._metadata = tuple(options.metadata.items()) if options.metadata else None
+        self._timeout = options.timeout_s if options.timeout_s > 0 else None
+        self.collector = Collector()
+        self._next_number = 0
+        self.began = time.perf_counter_ns()
+        self._deadline = (
+            self.began + int(options.duration_s * 1e9) if options.duration_s > 0 else None
+        )
 
-        def take() -> int | None:
-            nonlocal next_number
-            if deadline is not None:
-                if time.perf_counter_ns() >= deadline:
-                    return None
-            elif next_number >= options.total:
+    def _take(self) -> int | None:
+        if self._deadline is not None:
+            if time.perf_counter_ns() >= self._deadline:
                 return None
-            number = next_number
-            next_number += 1
-            return number
+        elif self._next_number >= self._options.total:
+            return None
+        number = self._next_number
+        self._next_number += 1
+        return number
 
-        async def worker(index: int) -> None:
-            method = methods[index % len(methods)]
-            wid = worker_id(index, options.connections)
-            while (number := take()) is not None:
-                stamp = datetime.now(UTC)
-                start = time.perf_counter_ns()
-                try:
-                    request = build_request(resolved, options.data, number, wid)
-                except (TemplateError, json_format.ParseError) as exc:
-                    collector.add(
-                        Result(stamp, time.perf_counter_ns() - start, "Unknown", str(exc))
-                    )
-                    continue
-                try:
-                    await method(request, timeout=timeout, metadata=metadata)
-                except grpc.aio.AioRpcError as exc:
-                    code = status_name(exc.code())
-                    error = f"rpc error: code = {code} desc = {exc.details()}"
-                    collector.add(Result(stamp, time.perf_counter_ns() - start, code, error))
-                else:
-                    collector.add(Result(stamp, time.perf_counter_ns() - start, "OK"))
-
-        await asyncio.gather(*(worker(i) for i in range(options.concurrency)))
-        total_ns = time.perf_counter_ns() - began
-    finally:
-        for channel in channels:
-            await channel.close()
-
-    return build_report(
-        collector.results,
-        options=ghz_options(
-            host=options.host,
-            call=resolved.path.lstrip("/"),
-            insecure=options.insecure,
-            total=0 if deadline is not None else options.total,
-            concurrency=options.concurrency,
-            connections=options.connections,
-            duration_ns=int(options.duration_s * 1e9),
-            timeout_ns=int(options.timeout_s * 1e9),
-            data=options.data,
-            name=options.name,
-            metadata=options.metadata,
-        ),
-        total_ns=total_ns,
-        end_reason="timeout" if deadline is not None else "normal",
-        name=options.name,
-    )
+    async def worker(self, index: int) -> None:
+        method = self._methods[index % len(self._methods)]
+        wid = worker_id(index, self._options.connections)
+        while (number := self._take()) is not None:
+            stamp = datetime.now(UTC)
+            start = time.perf_counter_ns()
+            try:
+                request = build_request(self._resolved, self._options.data, number, wid)
+            except (TemplateError, json_format.ParseError) as exc:
+                self.collector.add(
+                    Result(stamp, time.perf_counter_ns() - start, "Unknown", str(exc))
+                )
+                continue
+            try:
+                await method(request, timeout=self._timeout, metadata=self._metadata)
+            except grpc.aio.AioRpcError as exc:
+                code = status_name(exc.code())
+                error = f"rpc error: code = {code} desc = {exc.details()}"
+                self.collector.add(Result(stamp, time.perf_counter_ns() - start, code, error))
+            else:
+                self.collector.add(Result(stamp, time.perf_counter_ns() - start, "OK"))

@@ -148,13 +148,25 @@ def _import_mem0() -> Mem0Classes:
 
 
 def _bind(version: str, main: Any) -> Mem0Classes:
-    embedding_base = importlib.import_module("mem0.embeddings.base").EmbeddingBase
-    llm_base = importlib.import_module("mem0.llms.base").LLMBase
-    store_base = importlib.import_module("mem0.vector_stores.base").VectorStoreBase
-    utils = importlib.import_module("mem0.memory.utils")
-    config_module = importlib.import_module("mem0.configs.base")
+    """mem0's classes for one turn, built on mem0's own bases (imported only now)."""
+    store_class = _turn_store(importlib.import_module("mem0.vector_stores.base").VectorStoreBase)
+    return Mem0Classes(
+        version=version,
+        memory_class=_turn_memory(main.Memory, store_class),
+        store_class=store_class,
+        llm_class=_chat_llm(
+            importlib.import_module("mem0.llms.base").LLMBase,
+            importlib.import_module("mem0.memory.utils"),
+        ),
+        embedding_class=_flat_embedding(
+            importlib.import_module("mem0.embeddings.base").EmbeddingBase
+        ),
+        config=importlib.import_module("mem0.configs.base").MemoryConfig(),
+    )
 
-    class FlatEmbedding(embedding_base):  # type: ignore[misc,valid-type]
+
+def _flat_embedding(embedding_base: Any) -> type:
+    class FlatEmbedding(embedding_base):  # type: ignore[misc]
         """One constant unit vector for every text: mem0 needs vectors, not their meaning."""
 
         def __init__(self, dims: int) -> None:
@@ -168,7 +180,11 @@ def _bind(version: str, main: Any) -> Mem0Classes:
         def embed_batch(self, texts: Any, memory_action: Any = "add") -> list[list[float]]:
             return [list(self._vector) for _ in texts]
 
-    class ChatLLM(llm_base):  # type: ignore[misc,valid-type]
+    return FlatEmbedding
+
+
+def _chat_llm(llm_base: Any, utils: Any) -> type:
+    class ChatLLM(llm_base):  # type: ignore[misc]
         """mem0's one extraction call, through `ask(messages, json_mode)`; the reply is checked
         here because mem0 would read a broken one as "no memories"."""
 
@@ -199,7 +215,11 @@ def _bind(version: str, main: Any) -> Mem0Classes:
                 raise EndpointError('reply is not {"memory": [...]}')
             return reply
 
-    class TurnStore(store_base):  # type: ignore[misc,valid-type]
+    return ChatLLM
+
+
+def _turn_store(store_base: Any) -> type:
+    class TurnStore(store_base):  # type: ignore[misc]
         """The vector store of one `add`: the recalled facts shown to mem0, then what it
         inserts. Dropped with the call."""
 
@@ -253,7 +273,11 @@ def _bind(version: str, main: Any) -> Mem0Classes:
         def reset(self) -> None:
             self.rows.clear()
 
-    class TurnMemory(main.Memory):  # type: ignore[misc]
+    return TurnStore
+
+
+def _turn_memory(memory_base: Any, store_class: type) -> type:
+    class TurnMemory(memory_base):  # type: ignore[misc]
         """`Memory` without `Memory.__init__` (see the module doc)."""
 
         def __init__(
@@ -268,13 +292,6 @@ def _bind(version: str, main: Any) -> Mem0Classes:
             self.api_version = config.version
             self.custom_instructions = instructions
             self.reranker = None
-            self._entity_store = TurnStore(())
+            self._entity_store = store_class(())
 
-    return Mem0Classes(
-        version=version,
-        memory_class=TurnMemory,
-        store_class=TurnStore,
-        llm_class=ChatLLM,
-        embedding_class=FlatEmbedding,
-        config=config_module.MemoryConfig(),
-    )
+    return TurnMemory

@@ -20,6 +20,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from memory_server import logs
 from memory_server.api import validation as v
 from memory_server.api.errors import to_status
+from memory_server.memory.conversation.model import PageRequest
 from memory_server.memory.errors import Disabled
 from memory_server.memory.identity import Scope
 from memory_server.memory.turn.turns import Turns
@@ -69,6 +70,10 @@ class _Fields(Generic[Req]):
     def page_size(self, page: tuple[int, int]) -> int:
         """`page_size`, defaulted and capped by (default, maximum)."""
         return v.page_size("page_size", self._field("page_size"), *page)
+
+    def page(self, limits: tuple[int, int], max_bytes: int | None = None) -> PageRequest:
+        """The page `page_size` (limited by (default, maximum)) and `page_token` ask for."""
+        return PageRequest(self.page_size(limits), self._field("page_token"), max_bytes)
 
     def time(self, name: str) -> datetime | None:
         return time_field(name, self.request, name)

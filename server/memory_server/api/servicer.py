@@ -57,6 +57,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         FAILED_PRECONDITION while health keeps serving. `secrets` refuses fact texts that hold
         a secret (api.secret_fields), whatever `redact_secrets` says."""
         self._settings = settings
+        # A page of messages fills half the largest response: room for the rest and framing.
+        self._page_bytes = settings.max_request_bytes // 2
         self._secrets = secrets if secrets is not None else DetectSecretsFilter()
         self._enabled_memory = memory
         self._enabled_history = history
@@ -169,10 +171,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, call: Call[pb.ListConversationsRequest]
     ) -> pb.ListConversationsResponse:
         page = await self._history.list_conversations(
-            call.scope,
-            call.page_size(LIST_CONVERSATIONS_PAGE),
-            call.request.page_token,
-            timeout_s=call.budget_s,
+            call.scope, call.page(LIST_CONVERSATIONS_PAGE), timeout_s=call.budget_s
         )
         return pb.ListConversationsResponse(
             conversations=[c.conversation_pb(info) for info in page.items],
@@ -186,11 +185,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         info, page = await self._history.get_conversation(
             call.scope,
             call.id("conversation_id"),
-            call.page_size(GET_CONVERSATION_PAGE),
-            call.request.page_token,
+            call.page(GET_CONVERSATION_PAGE, self._page_bytes),
             timeout_s=call.budget_s,
-            # Half the largest response: room for the conversation and protobuf's framing.
-            page_bytes=self._settings.max_request_bytes // 2,
         )
         return pb.GetConversationResponse(
             conversation=c.conversation_pb(info),
@@ -249,10 +245,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         page = await self._history.list_feedback(
             call.graphname,
             call.request.rated_only,
-            call.page_size(LIST_FEEDBACK_PAGE),
-            call.request.page_token,
+            call.page(LIST_FEEDBACK_PAGE, self._page_bytes),
             timeout_s=call.budget_s,
-            page_bytes=self._settings.max_request_bytes // 2,
         )
         return pb.ListFeedbackResponse(
             entries=[c.feedback_entry_pb(entry) for entry in page.items],

@@ -12,6 +12,7 @@ from memory_server.memory.conversation.model import (
     Feedback,
     FeedbackEntry,
     Page,
+    PageRequest,
     StoredMessage,
 )
 from memory_server.memory.identity import Scope
@@ -24,35 +25,19 @@ class ConversationHistory:
         self._executor = executor
 
     async def list_conversations(
-        self, scope: Scope, page_size: int, cursor: str, timeout_s: float | None = None
+        self, scope: Scope, page: PageRequest, timeout_s: float | None = None
     ) -> Page[ConversationInfo]:
-        return await self._store.list_conversations(scope, page_size, cursor, timeout_s)
+        return await self._store.list_conversations(scope, page, timeout_s)
 
     async def get_conversation(
-        self,
-        scope: Scope,
-        conversation_id: str,
-        page_size: int,
-        cursor: str,
-        timeout_s: float | None = None,
-        page_bytes: int | None = None,
+        self, scope: Scope, conversation_id: str, page: PageRequest, timeout_s: float | None = None
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
-        return await self._store.get_conversation(
-            scope, conversation_id, page_size, cursor, timeout_s, page_bytes
-        )
+        return await self._store.get_conversation(scope, conversation_id, page, timeout_s)
 
     async def list_feedback(
-        self,
-        graphname: str,
-        rated_only: bool,
-        page_size: int,
-        cursor: str,
-        timeout_s: float | None = None,
-        page_bytes: int | None = None,
+        self, graphname: str, rated_only: bool, page: PageRequest, timeout_s: float | None = None
     ) -> Page[FeedbackEntry]:
-        return await self._store.list_feedback(
-            graphname, rated_only, page_size, cursor, timeout_s, page_bytes
-        )
+        return await self._store.list_feedback(graphname, rated_only, page, timeout_s)
 
     # --- UI writes -------------------------------------------------------------------------
 

@@ -112,6 +112,17 @@ class Page(Generic[T]):
 
 
 @dataclass(frozen=True, slots=True)
+class PageRequest:
+    """Which page to read: at most `size` items after `cursor` (the previous page's
+    `next_cursor`; "" for the first), and with `max_bytes`, fewer when their text would pass
+    it (always at least one)."""
+
+    size: int
+    cursor: str = ""
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RecalledFact:
     fact_id: str
     text: str

@@ -74,7 +74,7 @@ class FactChanges:
         ended: bool = True,
         timeout_s: float | None = None,
     ) -> list[AppliedChange]:
-        """One change (FactStore.apply)."""
+        """One change (FactStore.apply_batch of it alone)."""
         [applied] = await self.apply_batch(
             scope, [Applying(decisions, provenance, revise)], ended=ended, timeout_s=timeout_s
         )

@@ -4,7 +4,7 @@ Expiry closes the fact's live version (transaction time), on the scope's actor s
 races with a turn's reconciliation; as-of queries before that moment still see it. A fact
 that stayed expired for `purge_after_days` more is erased with its versions, history and
 vectors. (Past `max_facts_per_scope`, the store evicts the least recently seen facts as
-new ones arrive: see PostgresFactStore.apply.)
+new ones arrive: see FactStore.apply_batch.)
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from memory_server.memory.conversation.model import (
     FeedbackEntry,
     NewMessage,
     Page,
+    PageRequest,
     StoredMessage,
     Summary,
 )
@@ -146,30 +147,19 @@ class ConversationStore(Protocol):
         ...
 
     async def list_conversations(
-        self, scope: Scope, page_size: int, cursor: str, timeout_s: float | None
-    ) -> Page[ConversationInfo]: ...
+        self, scope: Scope, page: PageRequest, timeout_s: float | None
+    ) -> Page[ConversationInfo]:
+        """The scope's conversations, the most recently updated first."""
+        ...
 
     async def get_conversation(
-        self,
-        scope: Scope,
-        conversation_id: str,
-        page_size: int,
-        cursor: str,
-        timeout_s: float | None,
-        page_bytes: int | None = None,
+        self, scope: Scope, conversation_id: str, page: PageRequest, timeout_s: float | None
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
-        """A page of at most `page_size` messages, and fewer when their text would pass
-        `page_bytes` (always at least one)."""
+        """The conversation and a page of its messages, oldest first."""
         ...
 
     async def list_feedback(
-        self,
-        graphname: str,
-        rated_only: bool,
-        page_size: int,
-        cursor: str,
-        timeout_s: float | None,
-        page_bytes: int | None = None,
+        self, graphname: str, rated_only: bool, page: PageRequest, timeout_s: float | None
     ) -> Page[FeedbackEntry]:
         """The one read across scopes: every user's messages on one graph (the admin export)."""
         ...

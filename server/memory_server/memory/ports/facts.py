@@ -42,7 +42,7 @@ class FactLink:
 
 
 # Re-checks reconciliation decisions against the live facts as they are when they are applied
-# (see FactStore.apply); it runs while the scope's other writers wait, so it must be quick.
+# (see FactStore.apply_batch); it runs while the scope's other writers wait, so it must be quick.
 
 
 Revise = Callable[[Sequence[LiveFact]], Sequence[ReconciledCandidate]]
@@ -124,23 +124,6 @@ class FactStore(Protocol):
         self, scope: Scope, fact_id: str, *, timeout_s: float | None = None
     ) -> list[HistoryEvent]: ...
 
-    async def apply(
-        self,
-        scope: Scope,
-        decisions: Sequence[ReconciledCandidate],
-        provenance: Provenance,
-        *,
-        max_live: int,
-        ended: bool = True,
-        revise: Revise | None = None,
-        timeout_s: float | None = None,
-    ) -> list[AppliedChange]:
-        """Applies the decisions in one transaction under the scope's write lock. With
-        `revise`, the decisions applied are what it returns for the live facts read under the
-        lock (the decisions were made against an earlier read, before another writer of the
-        scope may have committed); if it raises, nothing is written and the error propagates."""
-        ...
-
     async def apply_batch(
         self,
         scope: Scope,
@@ -150,10 +133,12 @@ class FactStore(Protocol):
         ended: bool = True,
         timeout_s: float | None = None,
     ) -> list[list[AppliedChange]]:
-        """`apply` for each change in turn, all in one transaction under one hold of the
-        scope's write lock: each change's `revise` sees the live facts as the changes before
-        it left them, and the answer is each change's applied list. If any change fails,
-        nothing is written."""
+        """Applies each change's decisions in turn, all in one transaction under one hold of
+        the scope's write lock, and answers each change's applied list. With a change's
+        `revise`, the decisions applied are what it returns for the live facts as the changes
+        before it left them, read under the lock (the decisions were made against an earlier
+        read, before another writer of the scope may have committed); if it raises, or any
+        change fails, nothing is written and the error propagates."""
         ...
 
     async def forget_scope(

@@ -14,6 +14,7 @@ from memory_server.memory.conversation.model import (
     Feedback,
     FeedbackEntry,
     Page,
+    PageRequest,
     StoredMessage,
 )
 from memory_server.memory.errors import InvalidArgument, NotFound
@@ -71,30 +72,41 @@ def _cursor_time(text: str) -> datetime:
     return stamp
 
 
-def _within_bytes(rows: list[asyncpg.Record], page_bytes: int | None) -> list[asyncpg.Record]:
-    """The leading rows whose text fits in `page_bytes` (at least one): a page of long messages
-    must stay under the largest response gRPC may send."""
-    if page_bytes is None:
-        return rows
-    total = 0
-    for i, row in enumerate(rows):
-        total += len(row["content"].encode()) + len(row["comment"].encode())
-        total += _MESSAGE_OVERHEAD_BYTES
-        if total > page_bytes and i > 0:
-            return rows[:i]
-    return rows
+def _after_seq(page: PageRequest) -> int:
+    """The seq a page of messages starts after: its cursor's, 0 for the first page."""
+    if not page.cursor:
+        return 0
+    (raw,) = _decode_cursor(page.cursor, 1)
+    return _cursor_number(raw)
+
+
+def _seq_page(rows: list[asyncpg.Record], page: PageRequest) -> tuple[list[asyncpg.Record], str]:
+    """Of `page.size + 1` rows read in seq order, the page's (the leading ones whose text fits
+    in `page.max_bytes`, at least one: a page of long messages must stay under the largest
+    response gRPC may send) and the cursor of the next page ("" when there is none)."""
+    kept = rows[: page.size]
+    if page.max_bytes is not None:
+        total = 0
+        for i, row in enumerate(kept):
+            total += len(row["content"].encode()) + len(row["comment"].encode())
+            total += _MESSAGE_OVERHEAD_BYTES
+            if total > page.max_bytes and i > 0:
+                kept = kept[:i]
+                break
+    next_cursor = _encode_cursor(str(kept[-1]["seq"])) if len(rows) > len(kept) else ""
+    return kept, next_cursor
 
 
 class ConversationListing:
     _pool: asyncpg.Pool
 
     async def list_conversations(
-        self, scope: Scope, page_size: int, cursor: str, timeout_s: float | None
+        self, scope: Scope, page: PageRequest, timeout_s: float | None
     ) -> Page[ConversationInfo]:
         after_time: datetime | None = None
         after_id = 0
-        if cursor:
-            stamp, pk = _decode_cursor(cursor, 2)
+        if page.cursor:
+            stamp, pk = _decode_cursor(page.cursor, 2)
             after_time, after_id = _cursor_time(stamp), _cursor_number(pk)
         rows = await self._pool.fetch(
             _CONVERSATION_INFO
@@ -108,29 +120,20 @@ class ConversationListing:
             scope.graphname,
             after_time,
             after_id,
-            page_size + 1,
+            page.size + 1,
             timeout=timeout_s,
         )
         next_cursor = ""
-        if len(rows) > page_size:
-            rows = rows[:page_size]
+        if len(rows) > page.size:
+            rows = rows[: page.size]
             last = rows[-1]
             next_cursor = _encode_cursor(last["updated_at"].isoformat(), str(last["id"]))
         return Page([read_conversation(r) for r in rows], next_cursor)
 
     async def get_conversation(
-        self,
-        scope: Scope,
-        conversation_id: str,
-        page_size: int,
-        cursor: str,
-        timeout_s: float | None,
-        page_bytes: int | None = None,
+        self, scope: Scope, conversation_id: str, page: PageRequest, timeout_s: float | None
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
-        after_seq = 0
-        if cursor:
-            (raw,) = _decode_cursor(cursor, 1)
-            after_seq = _cursor_number(raw)
+        after_seq = _after_seq(page)
         async with self._pool.acquire(timeout=timeout_s) as conn:
             info = await fetch_in_scope(
                 conn,
@@ -147,29 +150,18 @@ class ConversationListing:
                 "WHERE m.conversation_pk = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3",
                 info["id"],
                 after_seq,
-                page_size + 1,
+                page.size + 1,
                 timeout=timeout_s,
             )
-        kept = _within_bytes(rows[:page_size], page_bytes)
-        next_cursor = _encode_cursor(str(kept[-1]["seq"])) if len(rows) > len(kept) else ""
+        kept, next_cursor = _seq_page(rows, page)
         return read_conversation(info), Page([read_message(r) for r in kept], next_cursor)
 
     async def list_feedback(
-        self,
-        graphname: str,
-        rated_only: bool,
-        page_size: int,
-        cursor: str,
-        timeout_s: float | None,
-        page_bytes: int | None = None,
+        self, graphname: str, rated_only: bool, page: PageRequest, timeout_s: float | None
     ) -> Page[FeedbackEntry]:
         """Every user's messages on the graph in insertion order (the admin export); with
         `rated_only`, those with feedback or a comment. Not confined to one scope: the caller
         decides who may see it."""
-        after_seq = 0
-        if cursor:
-            (raw,) = _decode_cursor(cursor, 1)
-            after_seq = _cursor_number(raw)
         rows = await self._pool.fetch(
             f"""
             SELECT {MESSAGE_COLUMNS}, s.username, m.feedback_at
@@ -182,13 +174,12 @@ class ConversationListing:
             LIMIT $4
             """,
             graphname,
-            after_seq,
+            _after_seq(page),
             rated_only,
-            page_size + 1,
+            page.size + 1,
             timeout=timeout_s,
         )
-        kept = _within_bytes(rows[:page_size], page_bytes)
-        next_cursor = _encode_cursor(str(kept[-1]["seq"])) if len(rows) > len(kept) else ""
+        kept, next_cursor = _seq_page(rows, page)
         entries = [FeedbackEntry(r["username"], read_message(r), r["feedback_at"]) for r in kept]
         return Page(entries, next_cursor)
 

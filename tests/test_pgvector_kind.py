@@ -1,4 +1,4 @@
-"""The pgvector index kind is the database's: `python -m memory_server.index.pgvector_kind`
+"""The pgvector index kind is the database's: `python -m memory_server.admin index-kind`
 builds and drops the HNSW index concurrently, idempotently, while servers serve; servers that
 share a database, whatever their `pgvector_hnsw`, neither drop nor build it, and search with
 HNSW's scan settings exactly while the database has it."""
@@ -187,7 +187,8 @@ async def _admin_command(url: str, command: str) -> str:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "memory_server.index.pgvector_kind",
+        "memory_server.admin",
+        "index-kind",
         command,
         "--database-url",
         url,

@@ -3,6 +3,9 @@
   reembed   Switch the stored vectors to the configured embedding model: records the new model,
             empties the vector index and queues every fact version for the outbox, which
             embeds them again once a server runs. Fact text and history are untouched.
+  index-kind show|hnsw|exact
+            The database's pgvector index kind: show it, or switch it for every server that
+            shares the database (memory_server.index.pgvector_kind).
 
 Settings come from the same places as the server's (--config, GRAPHRAG_MEMORY_*, flags).
 """
@@ -16,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
+from memory_server.index import pgvector_kind
 from memory_server.index.pgvector import PgVectorIndex
 from memory_server.long_term import embedding_backend
 from memory_server.settings import Settings, SettingsError, settings_from_cli
@@ -53,10 +57,18 @@ async def reembed(settings: Settings) -> int:
     return queued
 
 
+_USAGE = (
+    "usage: python -m memory_server.admin reembed [settings flags]\n"
+    "       python -m memory_server.admin index-kind show|hnsw|exact [settings flags]\n"
+)
+
+
 def cli(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in ("reembed",):
-        sys.stderr.write("usage: python -m memory_server.admin reembed [settings flags]\n")
+    if args[:1] == ["index-kind"]:
+        raise SystemExit(pgvector_kind.cli(args[1:]))
+    if args[:1] != ["reembed"]:
+        sys.stderr.write(_USAGE)
         raise SystemExit(2)
     try:
         settings = settings_from_cli(args[1:], os.environ)

@@ -104,7 +104,7 @@ class Settings:
     # pgvector only. Whether memory_vectors has an HNSW index (m 32, ef_construction 200) is the
     # database's (index/pgvector.py): pgvector_hnsw is the kind this server records if it is the
     # first to make the table, and is ignored once one is recorded (change it with `python -m
-    # memory_server.index.pgvector_kind hnsw|exact`); ef_search is this server's, for searches
+    # memory_server.admin index-kind hnsw|exact`); ef_search is this server's, for searches
     # while the database has the index.
     pgvector_hnsw: bool = False
     pgvector_hnsw_ef_search: int = 800

@@ -8,7 +8,7 @@ created on first use, so a server whose users have no facts never touches it.
 For scopes raised to tens of thousands of facts the table may have an HNSW index. Whether it
 does is the database's, not a server's (issue 29): the kind, `exact` or `hnsw`, is recorded in
 the one-row table `pgvector_index`, by the first server to make the vectors table (its
-`pgvector_hnsw`) and afterwards only by `python -m memory_server.index.pgvector_kind`, which
+`pgvector_hnsw`) and afterwards only by `python -m memory_server.admin index-kind`, which
 builds or drops the index concurrently. No server builds or drops it for its own settings, so
 replicas configured differently cannot undo each other. While the kind is `hnsw` or the table
 has any HNSW index, each search runs in a transaction that sets, locally, what an HNSW scan of
@@ -214,14 +214,14 @@ class PgVectorIndex:
                 ""
                 if kind == self._request
                 else f"; this server's request ({self._request}, pgvector_hnsw) is ignored:"
-                " change the kind with `python -m memory_server.index.pgvector_kind`",
+                " change the kind with `python -m memory_server.admin index-kind`",
             )
         if kind == "hnsw" and table_is_new:
             await conn.execute(self._hnsw.create_sql())
         elif kind == "hnsw" and not has_index:
             log.warning(
                 "pgvector index: the database records hnsw but %s is missing or not valid; "
-                "build it with `python -m memory_server.index.pgvector_kind hnsw`",
+                "build it with `python -m memory_server.admin index-kind hnsw`",
                 HNSW_INDEX,
             )
 

@@ -1,6 +1,6 @@
 """The pgvector index kind, changed by hand: a property of the database (index/pgvector.py).
 
-    python -m memory_server.index.pgvector_kind show|hnsw|exact [settings flags]
+    python -m memory_server.admin index-kind show|hnsw|exact [settings flags]
 
   show   the recorded kind, the HNSW indexes on memory_vectors, and what searches use
   hnsw   records hnsw, waits SETTLE_S so that every running server has read it, then builds
@@ -235,7 +235,7 @@ def cli(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("show", "hnsw", "exact"):
         sys.stderr.write(
-            "usage: python -m memory_server.index.pgvector_kind show|hnsw|exact [settings flags]\n"
+            "usage: python -m memory_server.admin index-kind show|hnsw|exact [settings flags]\n"
         )
         return 2
 

@@ -30,7 +30,9 @@ from memory_server.index.tigergraph import TigerGraphIndex, install_until_done
 from memory_server.logs import configure_logging
 from memory_server.long_term import LongTerm, build_long_term, embedding_backend
 from memory_server.memory.background import finish_or_cancel
+from memory_server.memory.conversation.compaction import Compactor
 from memory_server.memory.conversation.history import ConversationHistory
+from memory_server.memory.conversation.stm import StmBudget
 from memory_server.memory.conversation.summary import ExtractiveSummarizer
 from memory_server.memory.errors import Unavailable
 from memory_server.memory.facts.retention import RetentionJob
@@ -201,10 +203,14 @@ class MemoryServer:
         memory = Turns(
             store=conversations,
             executor=registry,
-            counter=counter,
-            summarizer=summarizer,
-            budget_tokens=settings.stm_context_tokens,
-            summary_max_tokens=settings.summary_max_tokens,
+            compactor=Compactor(
+                store=conversations,
+                counter=counter,
+                summarizer=summarizer,
+                budget=StmBudget.create(
+                    counter, settings.stm_context_tokens, settings.summary_max_tokens
+                ),
+            ),
             inline_after_reply=not settings.fact_extract_async,
             recall=ltm.recall,
             learning=ltm.learning,

@@ -35,9 +35,9 @@ class Compactor:
         max_concurrent: int = 4,
     ) -> None:
         self._store = store
-        self._counter = counter
+        self.counter = counter
         self._summarizer = summarizer
-        self._budget = budget
+        self.budget = budget
         self._slots = asyncio.Semaphore(max_concurrent)
         self._running: dict[_Key, asyncio.Task[None]] = {}
         self._again: set[_Key] = set()
@@ -49,25 +49,25 @@ class Compactor:
     ) -> int:
         """Fold the oldest turns until the rest fits; returns how many were folded."""
         summary, pending = await self._store.unsummarized(
-            scope, conversation_id, self._budget.for_messages(0), timeout_s
+            scope, conversation_id, self.budget.for_messages(0), timeout_s
         )
-        fold = plan_fold(budget=self._budget, summary=summary, unsummarized=pending)
+        fold = plan_fold(budget=self.budget, summary=summary, unsummarized=pending)
         if not fold:
             return 0
-        limit = self._budget.summary_max_tokens
+        limit = self.budget.summary_max_tokens
         text = await self._summarizer.summarize(
             summary.content if summary else "",
             [SummaryTurn(m.role.value, m.content) for m in fold],
             limit,
         )
-        tokens = await asyncio.to_thread(self._counter.count, text)
+        tokens = await asyncio.to_thread(self.counter.count, text)
         if tokens > limit:
-            text = self._counter.truncate(text, limit)
-            tokens = self._counter.count(text)
+            text = self.counter.truncate(text, limit)
+            tokens = self.counter.count(text)
         new_summary = Summary(
             content=text,
             tokens=tokens,
-            context_tokens=self._counter.count(summary_unit(text)),
+            context_tokens=self.counter.count(summary_unit(text)),
             through_seq=fold[-1].seq,
             through_message_id=fold[-1].message_id,
         )

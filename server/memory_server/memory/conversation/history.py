@@ -7,6 +7,8 @@ beside the turns of the same scope.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from memory_server.memory.conversation.model import (
     ConversationInfo,
     Feedback,
@@ -19,25 +21,25 @@ from memory_server.memory.identity import Scope
 from memory_server.memory.ports import ConversationStore, ScopeExecutor
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
 class ConversationHistory:
-    def __init__(self, *, store: ConversationStore, executor: ScopeExecutor) -> None:
-        self._store = store
-        self._executor = executor
+    store: ConversationStore
+    executor: ScopeExecutor
 
     async def list_conversations(
         self, scope: Scope, page: PageRequest, timeout_s: float | None = None
     ) -> Page[ConversationInfo]:
-        return await self._store.list_conversations(scope, page, timeout_s)
+        return await self.store.list_conversations(scope, page, timeout_s)
 
     async def get_conversation(
         self, scope: Scope, conversation_id: str, page: PageRequest, timeout_s: float | None = None
     ) -> tuple[ConversationInfo, Page[StoredMessage]]:
-        return await self._store.get_conversation(scope, conversation_id, page, timeout_s)
+        return await self.store.get_conversation(scope, conversation_id, page, timeout_s)
 
     async def list_feedback(
         self, graphname: str, rated_only: bool, page: PageRequest, timeout_s: float | None = None
     ) -> Page[FeedbackEntry]:
-        return await self._store.list_feedback(graphname, rated_only, page, timeout_s)
+        return await self.store.list_feedback(graphname, rated_only, page, timeout_s)
 
     # --- UI writes -------------------------------------------------------------------------
 
@@ -49,22 +51,22 @@ class ConversationHistory:
         comment: str,
         timeout_s: float | None = None,
     ) -> StoredMessage:
-        return await self._executor.run(
+        return await self.executor.run(
             scope,
-            lambda: self._store.set_feedback(scope, message_id, feedback, comment, timeout_s),
+            lambda: self.store.set_feedback(scope, message_id, feedback, comment, timeout_s),
         )
 
     async def rename_conversation(
         self, scope: Scope, conversation_id: str, name: str, timeout_s: float | None = None
     ) -> ConversationInfo:
-        return await self._executor.run(
+        return await self.executor.run(
             scope,
-            lambda: self._store.rename_conversation(scope, conversation_id, name, timeout_s),
+            lambda: self.store.rename_conversation(scope, conversation_id, name, timeout_s),
         )
 
     async def delete_conversation(
         self, scope: Scope, conversation_id: str, timeout_s: float | None = None
     ) -> int:
-        return await self._executor.run(
-            scope, lambda: self._store.delete_conversation(scope, conversation_id, timeout_s)
+        return await self.executor.run(
+            scope, lambda: self.store.delete_conversation(scope, conversation_id, timeout_s)
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from memory_server.memory.errors import NotFound
 from memory_server.memory.facts.changes import FactChanges
@@ -39,19 +40,12 @@ from memory_server.memory.time.event_time import dated
 MANUAL = "manual"
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
 class FactAdmin:
-    def __init__(
-        self,
-        *,
-        store: FactStore,
-        changes: FactChanges,
-        executor: ScopeExecutor,
-        events: EventDates | None = None,
-    ) -> None:
-        self._store = store
-        self._changes = changes
-        self._executor = executor
-        self._events = events  # dates named in a hand-added fact ("on 3 May")
+    store: FactStore
+    changes: FactChanges
+    executor: ScopeExecutor
+    events: EventDates | None = None  # dates named in a hand-added fact ("on 3 May")
 
     async def add_fact(
         self, scope: Scope, fact: NewFact, timeout_s: float | None = None
@@ -61,7 +55,7 @@ class FactAdmin:
         # Re-checked under the lock against the live facts as the AddFacts before it in its
         # batch left them: the same text twice is stored once, and both get its id.
         [adding] = await self._adding([fact])
-        return await self._executor.run_batched(
+        return await self.executor.run_batched(
             scope, "add_fact", adding, lambda batch: self._add_facts(scope, batch, timeout_s)
         )
 
@@ -76,13 +70,13 @@ class FactAdmin:
         async def job() -> list[AppliedChange]:
             return await self._add_facts(scope, adding, timeout_s)
 
-        return await self._executor.run(scope, job)
+        return await self.executor.run(scope, job)
 
     async def _adding(self, facts: Sequence[NewFact]) -> list[Applying]:
         """Hand-added facts, dated, as changes to apply; each is re-checked under the scope's
         lock against the live facts as the changes before it left them."""
         candidates = await dated(
-            [Candidate(f.text, f.kind, said_at=f.valid_from) for f in facts], self._events
+            [Candidate(f.text, f.kind, said_at=f.valid_from) for f in facts], self.events
         )
         out: list[Applying] = []
         for fact, candidate in zip(facts, candidates, strict=True):
@@ -100,7 +94,7 @@ class FactAdmin:
         self, scope: Scope, adding: list[Applying], timeout_s: float | None
     ) -> list[AppliedChange]:
         """AddFacts queued back to back on the scope's actor, in one transaction."""
-        applied = await self._changes.apply_batch(scope, adding, timeout_s=timeout_s)
+        applied = await self.changes.apply_batch(scope, adding, timeout_s=timeout_s)
         return [one for [one] in applied]
 
     async def update_fact(
@@ -117,12 +111,12 @@ class FactAdmin:
                 Decision.UPDATE, Candidate(text, kind or current.kind), fact_id
             )
             # A target closed meanwhile (by another server) makes the store answer NotFound.
-            [applied] = await self._changes.apply(
+            [applied] = await self.changes.apply(
                 scope, [decision], Provenance(extractor=MANUAL), timeout_s=timeout_s
             )
             return applied
 
-        return await self._executor.run(scope, job)
+        return await self.executor.run(scope, job)
 
     async def delete_fact(
         self, scope: Scope, fact_id: str, *, ended: bool, timeout_s: float | None = None
@@ -132,16 +126,16 @@ class FactAdmin:
             decision = ReconciledCandidate(
                 Decision.DELETE, Candidate(current.text, current.kind, retraction=True), fact_id
             )
-            await self._changes.apply(
+            await self.changes.apply(
                 scope, [decision], Provenance(extractor=MANUAL), ended=ended, timeout_s=timeout_s
             )
 
-        await self._executor.run(scope, job)
+        await self.executor.run(scope, job)
 
     async def _live_version(
         self, scope: Scope, fact_id: str, timeout_s: float | None
     ) -> FactVersion:
-        versions = await self._store.fact_versions(scope, fact_id, timeout_s=timeout_s)
+        versions = await self.store.fact_versions(scope, fact_id, timeout_s=timeout_s)
         live = [v for v in versions if v.superseded_at is None and v.valid_to is None]
         if not live:
             raise NotFound(f"fact_id: fact {fact_id!r} is not live (deleted or superseded)")
@@ -151,32 +145,32 @@ class FactAdmin:
         self, scope: Scope, *, include_messages: bool, timeout_s: float | None = None
     ) -> dict[str, int]:
         async def job() -> dict[str, int]:
-            return await self._changes.forget_scope(
+            return await self.changes.forget_scope(
                 scope, include_messages=include_messages, timeout_s=timeout_s
             )
 
-        return await self._executor.run(scope, job)
+        return await self.executor.run(scope, job)
 
     # --- reads -------------------------------------------------------------------------------
 
     async def list_facts(
         self, scope: Scope, as_of: AsOf, limit: int, offset: int, timeout_s: float | None = None
     ) -> list[FactVersion]:
-        return await self._store.list_facts(scope, as_of, limit, offset, timeout_s=timeout_s)
+        return await self.store.list_facts(scope, as_of, limit, offset, timeout_s=timeout_s)
 
     async def get_fact(
         self, scope: Scope, fact_id: str, timeout_s: float | None = None
     ) -> list[FactVersion]:
-        return await self._store.fact_versions(scope, fact_id, timeout_s=timeout_s)
+        return await self.store.fact_versions(scope, fact_id, timeout_s=timeout_s)
 
     async def live_links(
         self, scope: Scope, versions: Sequence[FactVersion], timeout_s: float | None = None
     ) -> list[FactLink]:
         """The live links of the fact's live version (none once it is closed)."""
         live = [v.version_id for v in versions if v.superseded_at is None and v.valid_to is None]
-        return await self._store.live_links(scope, live, timeout_s=timeout_s)
+        return await self.store.live_links(scope, live, timeout_s=timeout_s)
 
     async def history(
         self, scope: Scope, fact_id: str, timeout_s: float | None = None
     ) -> list[HistoryEvent]:
-        return await self._store.history(scope, fact_id, timeout_s=timeout_s)
+        return await self.store.history(scope, fact_id, timeout_s=timeout_s)

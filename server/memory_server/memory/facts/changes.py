@@ -7,7 +7,7 @@ decision is counted, and the outbox is told to mirror the change into the vector
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from memory_server.memory.facts.model import (
     AppliedChange,
@@ -48,21 +48,13 @@ def _standing(change: Applying) -> Applying:
     )
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
 class FactChanges:
-    def __init__(
-        self,
-        *,
-        store: FactStore,
-        common_words: CommonWords,
-        max_live: int,
-        outbox: IndexOutbox | None = None,
-        telemetry: Telemetry | None = None,
-    ) -> None:
-        self._store = store
-        self._common_words = common_words
-        self._max_live = max_live  # max_facts_per_scope: past it the least seen are evicted
-        self._outbox = outbox or NoOutbox()
-        self._telemetry = telemetry or NoTelemetry()
+    store: FactStore
+    common_words: CommonWords
+    max_live: int  # max_facts_per_scope: past it the least seen are evicted
+    outbox: IndexOutbox = field(default_factory=NoOutbox)
+    telemetry: Telemetry = field(default_factory=NoTelemetry)
 
     async def apply(
         self,
@@ -89,28 +81,28 @@ class FactChanges:
         timeout_s: float | None = None,
     ) -> list[list[AppliedChange]]:
         """Several changes in one transaction (FactStore.apply_batch)."""
-        applied = await self._store.apply_batch(
+        applied = await self.store.apply_batch(
             scope,
             [_standing(c) for c in changes],
-            max_live=self._max_live,
+            max_live=self.max_live,
             ended=ended,
             timeout_s=timeout_s,
         )
-        self._common_words.forget(scope)
+        self.common_words.forget(scope)
         decisions = [c.decision for each in applied for c in each]
         for decision in decisions:
-            self._telemetry.fact_decision(decision.value)
+            self.telemetry.fact_decision(decision.value)
         if any(d is not Decision.NONE for d in decisions):
-            self._outbox.facts_changed()
+            self.outbox.facts_changed()
         return applied
 
     async def forget_scope(
         self, scope: Scope, *, include_messages: bool, timeout_s: float | None = None
     ) -> dict[str, int]:
         """Erasure of the scope's facts (FactStore.forget_scope)."""
-        counts = await self._store.forget_scope(
+        counts = await self.store.forget_scope(
             scope, include_messages=include_messages, timeout_s=timeout_s
         )
-        self._common_words.forget(scope)
-        self._outbox.facts_changed()
+        self.common_words.forget(scope)
+        self.outbox.facts_changed()
         return counts

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from memory_server.memory.background import finish_or_cancel
@@ -55,28 +55,18 @@ class LearnInput:
     said_at: datetime | None = None
 
 
+@dataclass(kw_only=True, eq=False)
 class Learning:
-    def __init__(
-        self,
-        *,
-        store: FactStore,
-        reader: TurnReader,
-        reconciler: Reconciler,
-        changes: FactChanges,
-        index: VectorIndex,
-        executor: ScopeExecutor,
-        telemetry: Telemetry | None = None,
-    ) -> None:
-        self._store = store
-        self._reader = reader
-        self._reconciler = reconciler
-        self._changes = changes
-        # The live facts' vectors, so reconciliation embeds only the candidates.
-        self._index = index
-        self._executor = executor
-        self._telemetry = telemetry or NoTelemetry()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
+    store: FactStore
+    reader: TurnReader
+    reconciler: Reconciler
+    changes: FactChanges
+    # The live facts' vectors, so reconciliation embeds only the candidates.
+    index: VectorIndex
+    executor: ScopeExecutor
+    telemetry: Telemetry = field(default_factory=NoTelemetry)
+    _tasks: set[asyncio.Task[None]] = field(init=False, default_factory=set)
+    _closed: bool = field(init=False, default=False)
 
     async def learn(self, turn: LearnInput) -> list[AppliedChange]:
         """Read the turn beside the actor, then reconcile and apply on the scope's actor,
@@ -86,12 +76,12 @@ class Learning:
         taken; another server may commit facts of the scope meanwhile. The apply therefore
         re-reads the live facts under the lock and, if they changed, writes nothing and this
         reconciles again against the new ones."""
-        scrubbed = await self._reader.scrub(turn.user_text, turn.assistant_text)
+        scrubbed = await self.reader.scrub(turn.user_text, turn.assistant_text)
         if scrubbed is None:
             return []
         user_text, assistant_text = scrubbed
-        known = await self._store.live_facts(turn.scope)
-        read = await self._reader.extract(
+        known = await self.store.live_facts(turn.scope)
+        read = await self.reader.extract(
             user_text, assistant_text, [f.text for f in known], turn.said_at
         )
         if read is None:
@@ -101,18 +91,18 @@ class Learning:
         async def job() -> list[AppliedChange]:
             tries = 1
             while True:
-                live = await self._store.live_facts(turn.scope)
-                decisions = await self._reconciler.reconcile(
+                live = await self.store.live_facts(turn.scope)
+                decisions = await self.reconciler.reconcile(
                     read.candidates, live, live_vectors=await self._known_vectors(live)
                 )
                 revise = revision(live, decisions, last=tries == _RECONCILE_TRIES)
                 try:
-                    return await self._changes.apply(turn.scope, decisions, provenance, revise)
+                    return await self.changes.apply(turn.scope, decisions, provenance, revise)
                 except LiveFactsChanged:
                     log.debug("facts changed by another writer; reconciling again")
                     tries += 1
 
-        return await self._executor.run(turn.scope, job)
+        return await self.executor.run(turn.scope, job)
 
     @property
     def pending(self) -> int:
@@ -130,7 +120,7 @@ class Learning:
             try:
                 await self._attempts(turn)
             finally:
-                self._telemetry.learned(time.perf_counter() - began)
+                self.telemetry.learned(time.perf_counter() - began)
 
         task = asyncio.create_task(run(), name="learn")
         self._tasks.add(task)
@@ -162,19 +152,19 @@ class Learning:
         if not live:
             return {}
         try:
-            known = await self._index.vectors([f.version_id for f in live])
+            known = await self.index.vectors([f.version_id for f in live])
         except Exception as exc:
-            self._telemetry.live_vectors_missing(len(live))
+            self.telemetry.live_vectors_missing(len(live))
             log.warning("live fact vectors unavailable, embedding instead: %s", type(exc).__name__)
             return {}
         missing = sum(1 for f in live if f.version_id not in known)
         if missing:
-            self._telemetry.live_vectors_missing(missing)
+            self.telemetry.live_vectors_missing(missing)
             # INFO: facts the outbox has not indexed yet miss too; a miss on every pass is the
             # sign of misread replies.
             log.info(
                 "the %s index has no vector for %d of %d live facts; embedding them again",
-                self._index.name,
+                self.index.name,
                 missing,
                 len(live),
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from memory_server.memory.errors import Unavailable
@@ -33,25 +33,17 @@ class ReadTurn:
     extractor: str
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
 class TurnReader:
-    def __init__(
-        self,
-        *,
-        secrets: SecretFilter,
-        extractor: Extractor,
-        fallback: Extractor | None = None,
-        events: EventDates | None = None,
-        telemetry: Telemetry | None = None,
-    ) -> None:
-        self._secrets = secrets
-        self._extractor = extractor
-        # An LLM outage must not lose the turn's facts: the rules still see the obvious.
-        self._fallback = fallback
-        self._events = events
-        self._telemetry = telemetry or NoTelemetry()
+    secrets: SecretFilter
+    extractor: Extractor
+    # An LLM outage must not lose the turn's facts: the rules still see the obvious.
+    fallback: Extractor | None = None
+    events: EventDates | None = None
+    telemetry: Telemetry = field(default_factory=NoTelemetry)
 
     def _scrub_both(self, user_text: str, assistant_text: str) -> tuple[Scrubbed, Scrubbed]:
-        return self._secrets.scrub(user_text), self._secrets.scrub(assistant_text)
+        return self.secrets.scrub(user_text), self.secrets.scrub(assistant_text)
 
     async def scrub(self, user_text: str, assistant_text: str) -> tuple[str, str] | None:
         """Both texts with every secret taken out, or None when the user's holds nothing else
@@ -60,7 +52,7 @@ class TurnReader:
         user, assistant = await asyncio.to_thread(self._scrub_both, user_text, assistant_text)
         found = user.secrets_found + assistant.secrets_found
         if found:
-            self._telemetry.secrets_dropped(found)
+            self.telemetry.secrets_dropped(found)
             log.info("dropped %d secret(s) before extraction", found)
         if not user.text.strip():
             return None
@@ -76,17 +68,17 @@ class TurnReader:
         """The scrubbed turn's candidates, or None when it holds nothing to learn. `recalled`:
         the live facts' texts, so the extractor does not keep what is known already."""
         turn_input = ExtractionInput(user_text, assistant_text, recalled=list(recalled))
-        extractor = self._extractor
+        extractor = self.extractor
         try:
             candidates = await extractor.extract(turn_input)
         except Unavailable as exc:
-            if self._fallback is None:
+            if self.fallback is None:
                 raise
             log.warning(
-                "extractor %s unavailable (%s); using %s", extractor.name, exc, self._fallback.name
+                "extractor %s unavailable (%s); using %s", extractor.name, exc, self.fallback.name
             )
-            extractor = self._fallback
+            extractor = self.fallback
             candidates = await extractor.extract(turn_input)
         if not candidates:
             return None
-        return ReadTurn(await said_when(candidates, said_at, self._events), extractor.name)
+        return ReadTurn(await said_when(candidates, said_at, self.events), extractor.name)

@@ -65,27 +65,17 @@ def recalled(version: FactVersion, score: float, *, standing: bool = False) -> R
     )
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Recall:
-    def __init__(
-        self,
-        *,
-        store: FactStore,
-        index: VectorIndex,
-        embedder: Embedder,
-        common_words: CommonWords,
-        settings: RecallSettings,
-        events: EventDates | None = None,
-        seen: SeenRecorder | None = None,
-    ) -> None:
-        self._store = store
-        self._index = index
-        self._embedder = embedder
-        self._common_words = common_words
-        self._settings = settings
-        # The date a question names ("in March 2023"), resolved beside the search.
-        self._events = events
-        # Recall notes what it handed back; a background flush counts it (memory.recall.seen).
-        self._seen = seen
+    store: FactStore
+    index: VectorIndex
+    embedder: Embedder
+    common_words: CommonWords
+    settings: RecallSettings
+    # The date a question names ("in March 2023"), resolved beside the search.
+    events: EventDates | None = None
+    # Recall notes what it handed back; a background flush counts it (memory.recall.seen).
+    seen: SeenRecorder | None = None
 
     async def search(
         self,
@@ -99,10 +89,10 @@ class Recall:
     ) -> list[ScoredFact]:
         """Hybrid search within the scope; both signals filter by `as_of` before ranking."""
         vector_task = asyncio.ensure_future(self._vector_hits(scope, query, as_of, timeout_s))
-        asked_task = asyncio.ensure_future(asked_when(query, self._events))
+        asked_task = asyncio.ensure_future(asked_when(query, self.events))
         try:
             coverages = dict(
-                await self._store.lexical(
+                await self.store.lexical(
                     scope, query, CANDIDATES_PER_SIGNAL, as_of, timeout_s=timeout_s
                 )
             )
@@ -118,7 +108,7 @@ class Recall:
             return []
         # PostgreSQL is the truth: a vector whose version is not believed at `as_of` any
         # more (the index lags the outbox) is dropped here.
-        believed = await self._store.versions(scope, ids, as_of, timeout_s=timeout_s)
+        believed = await self.store.versions(scope, ids, as_of, timeout_s=timeout_s)
         weight = self._subject_weight(vector_question.subjects)
         ranked = rank(
             {v.version_id: v for v in believed},
@@ -126,14 +116,14 @@ class Recall:
             coverages,
             top_k=None,
             threshold=threshold,
-            extra_vote=dated_vote(query, self._settings.time_intent_weight, asked),
+            extra_vote=dated_vote(query, self.settings.time_intent_weight, asked),
             weight=weight,
         )
         return await self._expand(scope, ranked, top_k, threshold, as_of, weight, timeout_s)
 
     def _subject_weight(self, subjects: Sequence[str]) -> Callable[[FactVersion], float] | None:
         """A version's weight by the question's subjects (memory.recall.common_words)."""
-        of_text = subject_weight(subjects, self._settings.off_subject_weight)
+        of_text = subject_weight(subjects, self.settings.off_subject_weight)
         return None if of_text is None else lambda version: of_text(version.text)
 
     async def _expand(
@@ -148,11 +138,11 @@ class Recall:
     ) -> list[ScoredFact]:
         """What recall adds after ranking: one hop along links (memory.recall.expand), one
         more query, only when the best hits have any."""
-        expansion = self._settings.expansion
+        expansion = self.settings.expansion
         followed = seeds(ranked, expansion)
         if not followed:
             return ranked[:top_k]
-        linked = await self._store.linked(
+        linked = await self.store.linked(
             scope, followed, as_of, neighbours=expansion.neighbours, timeout_s=timeout_s
         )
         return expand(ranked, linked, expansion, top_k=top_k, threshold=threshold, weight=weight)
@@ -160,9 +150,9 @@ class Recall:
     async def _vector_hits(
         self, scope: Scope, query: str, as_of: AsOf, timeout_s: float | None
     ) -> tuple[dict[str, float], VectorQuestion]:
-        vector_question = await self._common_words.question(scope, query, as_of, timeout_s)
-        [vector] = await self._embedder.embed([vector_question.text])
-        hits = await self._index.search(scope.scope_hash, vector, CANDIDATES_PER_SIGNAL, as_of)
+        vector_question = await self.common_words.question(scope, query, as_of, timeout_s)
+        [vector] = await self.embedder.embed([vector_question.text])
+        hits = await self.index.search(scope.scope_hash, vector, CANDIDATES_PER_SIGNAL, as_of)
         return {h.version_id: h.cosine for h in hits}, vector_question
 
     async def recall(
@@ -172,11 +162,11 @@ class Recall:
         Callers skip it for scopes without live facts. Failures degrade to an empty section."""
         if not question.strip():
             return LongTermSection()
-        top_k = self._settings.top_k
+        top_k = self.settings.top_k
         try:
             # Both at once: the standing instructions do not depend on the question.
             standing, found = await _both(
-                self._store.standing(scope, top_k, timeout_s=timeout_s),
+                self.store.standing(scope, top_k, timeout_s=timeout_s),
                 self.search(
                     scope,
                     question,
@@ -192,7 +182,7 @@ class Recall:
                 degraded_reason=f"long-term memory unavailable ({type(exc).__name__})"
             )
         scores = {s.version.version_id: s.score for s in found}
-        relevant = [s for s in found if s.score >= self._settings.score_threshold][:top_k]
+        relevant = [s for s in found if s.score >= self.settings.score_threshold][:top_k]
         # Standing instructions first (they shape every answer), then what the question
         # brings up, each kind at most top_k.
         facts = [recalled(v, scores.get(v.version_id, 0.0), standing=True) for v in standing]
@@ -200,6 +190,6 @@ class Recall:
         facts += [
             recalled(s.version, s.score) for s in relevant if s.version.version_id not in shown
         ]
-        if seen and self._seen is not None:
-            self._seen.record(f.fact_id for f in facts)
+        if seen and self.seen is not None:
+            self.seen.record(f.fact_id for f in facts)
         return LongTermSection(facts)

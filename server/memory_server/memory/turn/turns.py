@@ -32,7 +32,6 @@ from memory_server.memory.conversation.model import (
     StoredMessage,
 )
 from memory_server.memory.conversation.stm import (
-    StmBudget,
     build_context,
     message_unit,
 )
@@ -42,8 +41,6 @@ from memory_server.memory.ports import (
     ConversationStore,
     ScopeExecutor,
     SecretFilter,
-    Summarizer,
-    TokenCounter,
 )
 from memory_server.memory.recall.search import Recall
 
@@ -73,10 +70,7 @@ class Turns:
         *,
         store: ConversationStore,
         executor: ScopeExecutor,
-        counter: TokenCounter,
-        summarizer: Summarizer,
-        budget_tokens: int,
-        summary_max_tokens: int,
+        compactor: Compactor,
         inline_after_reply: bool,
         recall: Recall | None = None,
         learning: Learning | None = None,
@@ -93,14 +87,13 @@ class Turns:
         # facts starts recall beside its write, instead of after it (`start_turn`).
         self._has_facts: OrderedDict[Scope, bool] = OrderedDict()
         self._executor = executor
-        self._counter = counter
-        self._summarizer = summarizer
-        self._budget = StmBudget.create(counter, budget_tokens, summary_max_tokens)
+        # Short-term memory: the budget and its counter are the compactor's, so a context and
+        # the folds that keep it in budget count the same tokens.
+        self.compactor = compactor
+        self._counter = compactor.counter
+        self._budget = compactor.budget
         # Compaction and fact extraction before CompleteTurn returns (fact_extract_async off).
         self._inline_after_reply = inline_after_reply
-        self.compactor = Compactor(
-            store=store, counter=counter, summarizer=summarizer, budget=self._budget
-        )
 
     async def close(self, timeout_s: float = 10.0) -> None:
         """Finish background compactions (and extractions). Idempotent."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from crossval import CrossValidation, Fold, leave_one_out, print_folds
 from google.protobuf.timestamp_pb2 import Timestamp
 from latency import calls_summary
 from locomo_data import DEFAULT_DATA, Conversation, Question, Turn, load
@@ -31,6 +33,7 @@ from locomo_scoring import (
     TARGET_R10,
     paired_table,
     print_report,
+    question_recall,
     recall_table,
     threshold_table,
 )
@@ -44,6 +47,7 @@ from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.memory.facts.model import EventTime, FactKind, FactVersion
 from memory_server.memory.recall.rank import fuse
 from memory_server.memory.time.intent import dated_vote, has_time_intent
+from memory_server.settings import Settings
 
 GRAPHNAME = "LoCoMo"
 # The two ways of storing a turn: as the reference setup does, and as this benchmark did before.
@@ -51,6 +55,8 @@ REFERENCE, BEFORE = "reference", "before"
 SETUPS = (REFERENCE, BEFORE)
 # Time-intent weights replayed on the reference setup's candidates (the server's own is one).
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+# The server's default ltm_time_intent_weight, the weight the run uses unless told otherwise.
+SERVER_TIME_INTENT_WEIGHT = Settings().ltm_time_intent_weight
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -83,6 +89,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=None,
         help="the server's ltm_time_intent_weight (default: the server's default)",
+    )
+    p.add_argument(
+        "--folds",
+        action="store_true",
+        help="print the leave-one-conversation-out folds of the time-intent weight's sweep",
     )
     p.add_argument("--index-timeout-s", type=float, default=600, help="wait for the index")
     p.add_argument("--server-arg", action="append", default=[], help="extra server flag")
@@ -330,6 +341,23 @@ def replayed(
     return [(q, rerank(q.text, hits, weight)) for q, hits in results]
 
 
+def crossvalidated(
+    results: Sequence[tuple[Question, list[Hit]]], conversations: Sequence[Conversation]
+) -> CrossValidation:
+    """The time-intent weight chosen by leave-one-conversation-out over the sweep, scored by
+    R@10 on each held-out conversation (bench/crossval.py)."""
+    ids = [c.sample_id for c in conversations for _ in c.questions]
+    return leave_one_out(
+        {
+            w: [
+                (sid, question_recall(q, found, 10))
+                for sid, (q, found) in zip(ids, replayed(results, w), strict=True)
+            ]
+            for w in SWEEP
+        }
+    )
+
+
 # --- run -------------------------------------------------------------------------------------
 
 
@@ -408,6 +436,10 @@ async def run(address: str, args: argparse.Namespace, conversations: list[Conver
         }
         for w in SWEEP
     }
+    if len(conversations) > 1:
+        out["crossval_time_intent_weight"] = dataclasses.asdict(
+            crossvalidated(reference, conversations)
+        )
     dated = [sum(h.dated for h in hits) / max(1, len(hits)) for _, hits in reference]
     out["dated_share_of_candidates_pct"] = round(100 * sum(dated) / len(dated), 1)
     out["time_intent_questions"] = sum(has_time_intent(q.text) for q, _ in reference)
@@ -483,6 +515,15 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.ingest_only is None:
         print_report(report, args.ks)
+        if args.folds and "crossval_time_intent_weight" in report:
+            cv = report["crossval_time_intent_weight"]
+            print_folds(
+                "time-intent weight, R@10",
+                CrossValidation(**{**cv, "folds": [Fold(**f) for f in cv["folds"]]}),
+                SERVER_TIME_INTENT_WEIGHT
+                if args.time_intent_weight is None
+                else args.time_intent_weight,
+            )
     else:
         print(report["ingest"])
     write_report(args.json_out, report)

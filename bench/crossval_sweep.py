@@ -1,0 +1,109 @@
+"""A server setting swept over LoCoMo dev, then chosen by leave-one-conversation-out.
+
+    .venv/bin/python bench/crossval_sweep.py --setting ltm_off_subject_weight \\
+        --values 0.6,0.7,0.8,0.9,1.0 [--limit-conversations N] [--keep-runs DIR]
+
+Each value is one full run of bench/locomo_recall.py with `--<setting> <value>` given to its
+server (its own server and data dir each time), scored by the server's own ranking: R@10 per
+question from the run's per-question JSON. The folds (bench/crossval.py) then choose the value
+on four conversations and score it on the fifth. What the time-intent weight's replay cannot
+show, the settings that change which candidates the server finds, is measured here, at the cost
+of one run per value (about 3 minutes each on a quiet 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from crossval import leave_one_out, print_folds
+from locomo_data import DEFAULT_DATA
+
+from memory_server.settings import Settings
+
+BENCH = Path(__file__).resolve().parent
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--setting", required=True, help="a Settings field, e.g. ltm_off_subject_weight")
+    p.add_argument("--values", required=True, help="comma-separated values to sweep")
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo json (read in place)")
+    p.add_argument("--limit-conversations", type=int, default=None)
+    p.add_argument("--keep-runs", type=Path, default=None, help="keep each run's JSON here")
+    p.add_argument("--json-out", type=Path, default=Path("bench/results/crossval_sweep.json"))
+    args = p.parse_args(argv)
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    if args.setting not in fields:
+        p.error(f"--setting: not a server setting: {args.setting}")
+    args.grid = sorted({float(v) for v in args.values.split(",") if v.strip()})
+    if len(args.grid) < 2:
+        p.error("--values: at least two")
+    return args
+
+
+def question_r10(row: dict[str, Any]) -> float:
+    evidence = set(row["evidence"])
+    return len(evidence & set(row["ranked"][:10])) / len(evidence)
+
+
+def one_run(args: argparse.Namespace, value: float, out: Path) -> list[tuple[str, float]]:
+    flag = "--" + args.setting.replace("_", "-")
+    command = [
+        sys.executable,
+        str(BENCH / "locomo_recall.py"),
+        "--data",
+        str(args.data),
+        "--json-out",
+        str(out),
+        f"--server-arg={flag}",
+        f"--server-arg={value:g}",
+    ]
+    if args.limit_conversations is not None:
+        command += ["--limit-conversations", str(args.limit_conversations)]
+    print(f"{args.setting} = {value:g}: {' '.join(command[1:])}", flush=True)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    report = json.loads(out.read_text())
+    return [(row["sample_id"], question_r10(row)) for row in report["per_question"]]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="graphrag-memory-crossval-") as tmp:
+        runs = args.keep_runs or Path(tmp)
+        runs.mkdir(parents=True, exist_ok=True)
+        scores = {v: one_run(args, v, runs / f"{args.setting}-{v:g}.json") for v in args.grid}
+    cv = leave_one_out(scores)
+    whole = {
+        f"{v:g}": round(100 * sum(s for _, s in scores[v]) / len(scores[v]), 2) for v in scores
+    }
+    print(
+        "\nR@10 on every dev question, by value: " + ", ".join(f"{k} {r}" for k, r in whole.items())
+    )
+    default = getattr(Settings(), args.setting)
+    print_folds(f"{args.setting}, R@10 (served ranking)", cv, float(default))
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(
+        json.dumps(
+            {
+                "setting": args.setting,
+                "grid": args.grid,
+                "default": default,
+                "r10_all_questions": whole,
+                "crossval": dataclasses.asdict(cv),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {args.json_out}")
+
+
+if __name__ == "__main__":
+    main()

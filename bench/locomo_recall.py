@@ -55,6 +55,9 @@ REFERENCE, BEFORE = "reference", "before"
 SETUPS = (REFERENCE, BEFORE)
 # Time-intent weights replayed on the reference setup's candidates (the server's own is one).
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+# Facts still not found by their own text after this long without change are counted, not
+# waited for (wait_for_index).
+SETTLED_S = 30.0
 # The server's default ltm_time_intent_weight, the weight the run uses unless told otherwise.
 SERVER_TIME_INTENT_WEIGHT = Settings().ltm_time_intent_weight
 
@@ -259,11 +262,20 @@ async def wait_for_index(
         else:
             still.append(fact)
 
+    settled_since = time.monotonic()
     while missing:
         rounds += 1
+        before = {fact.fact_id for fact in missing}
         still.clear()
         await bounded(missing, concurrency, check)
         missing = list(still)
+        if {fact.fact_id for fact in missing} != before:
+            settled_since = time.monotonic()
+        elif time.monotonic() - settled_since > SETTLED_S:
+            # Each scope's last fact is indexed, and one server's outbox sends a scope's facts
+            # in order, so these are in the index too: their own text (less the scope's common
+            # words, which recall leaves out of the question) just does not find them by vector.
+            break
         if missing:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{len(missing)} facts never reached the vector index")
@@ -271,7 +283,8 @@ async def wait_for_index(
     return {
         "last_added_indexed_after_s": round(caught_up_s, 2),
         "all_verified_after_s": round(time.monotonic() - started, 2),
-        "facts_verified": total,
+        "facts_verified": total - len(missing),
+        "not_found_by_own_text": len(missing),
         "verify_rounds": rounds,
     }
 

@@ -18,6 +18,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # Per grid value, each question's score in [0, 1] with the conversation it belongs to, in the
 # same question order for every value.
@@ -100,19 +101,21 @@ def leave_one_out(scores: Scores) -> CrossValidation:
     )
 
 
-def print_folds(name: str, cv: CrossValidation, current: float | None = None) -> None:
-    """One line per fold, then the pooled held-out score: the table bench/README quotes."""
+def print_folds(name: str, cv: Mapping[str, Any], current: float | None = None) -> None:
+    """One line per fold, then the pooled held-out score: the table bench/README quotes, from
+    a report's `dataclasses.asdict` of a CrossValidation."""
     note = f" (the server's default: {current:g})" if current is not None else ""
     print(f"\nleave-one-conversation-out: {name}{note}")
     head = f"{'held out':<12}{'questions':>10}{'chosen':>9}{'fitted':>9}{'held out':>10}"
     print(head + f"{'grid low-high':>16}\n" + "-" * (len(head) + 16))
-    for f in cv.folds:
-        low, high = f.held_out_range
+    for f in cv["folds"]:
+        low, high = f["held_out_range"]
         print(
-            f"{f.held_out:<12}{f.questions:>10}{f.chosen:>9g}{f.fitted:>9.1f}"
-            f"{f.held_out_score:>10.1f}{low:>9.1f}-{high:<6.1f}"
+            f"{f['held_out']:<12}{f['questions']:>10}{f['chosen']:>9g}{f['fitted']:>9.1f}"
+            f"{f['held_out_score']:>10.1f}{low:>9.1f}-{high:<6.1f}"
         )
     print(
-        f"pooled held-out {cv.pooled:.1f} ±{cv.pooled_se:.1f}, folds spread {cv.fold_spread:.1f}, "
-        f"choices {'agree (flat)' if cv.agree else 'disagree: no flat region'}"
+        f"pooled held-out {cv['pooled']:.1f} ±{cv['pooled_se']:.1f}, "
+        f"folds spread {cv['fold_spread']:.1f}, "
+        f"choices {'agree (flat)' if cv['agree'] else 'disagree: no flat region'}"
     )

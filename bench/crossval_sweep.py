@@ -24,6 +24,7 @@ from typing import Any
 
 from crossval import leave_one_out, print_folds
 from locomo_data import DEFAULT_DATA
+from locomo_scoring import recall_at
 
 from memory_server.settings import Settings
 
@@ -49,8 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def question_r10(row: dict[str, Any]) -> float:
-    evidence = set(row["evidence"])
-    return len(evidence & set(row["ranked"][:10])) / len(evidence)
+    """R@10 of one question of a recall bench report, from its served ranking."""
+    return recall_at(set(row["evidence"]), row["ranked"], 10)
 
 
 def one_run(args: argparse.Namespace, value: float, out: Path) -> list[tuple[str, float]]:
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         runs = args.keep_runs or Path(tmp)
         runs.mkdir(parents=True, exist_ok=True)
         scores = {v: one_run(args, v, runs / f"{args.setting}-{v:g}.json") for v in args.grid}
-    cv = leave_one_out(scores)
+    cv = dataclasses.asdict(leave_one_out(scores))
     whole = {
         f"{v:g}": round(100 * sum(s for _, s in scores[v]) / len(scores[v]), 2) for v in scores
     }
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
                 "grid": args.grid,
                 "default": default,
                 "r10_all_questions": whole,
-                "crossval": dataclasses.asdict(cv),
+                "crossval": cv,
             },
             indent=2,
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from crossval import CrossValidation, Fold, leave_one_out, print_folds
+from crossval import CrossValidation, leave_one_out, print_folds
 from google.protobuf.timestamp_pb2 import Timestamp
 from latency import calls_summary
 from locomo_data import DEFAULT_DATA, Conversation, Question, Turn, load
@@ -529,10 +529,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.ingest_only is None:
         print_report(report, args.ks)
         if args.folds and "crossval_time_intent_weight" in report:
-            cv = report["crossval_time_intent_weight"]
             print_folds(
                 "time-intent weight, R@10",
-                CrossValidation(**{**cv, "folds": [Fold(**f) for f in cv["folds"]]}),
+                report["crossval_time_intent_weight"],
                 SERVER_TIME_INTENT_WEIGHT
                 if args.time_intent_weight is None
                 else args.time_intent_weight,

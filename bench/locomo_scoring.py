@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 from locomo_data import CATEGORIES, Question
@@ -22,9 +23,14 @@ def _groups(results: Sequence[tuple[Question, T]]) -> dict[str, list[tuple[Quest
     return groups
 
 
+def recall_at(evidence: AbstractSet[str], found: Sequence[str], k: int) -> float:
+    """The share of the evidence turns in the top k, in [0, 1]."""
+    return len(evidence & set(found[:k])) / len(evidence)
+
+
 def question_recall(question: Question, found: Sequence[str], k: int) -> float:
     """The share of the question's evidence turns in the top k, in [0, 1]."""
-    return len(question.evidence & set(found[:k])) / len(question.evidence)
+    return recall_at(question.evidence, found, k)
 
 
 def _mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:

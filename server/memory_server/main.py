@@ -195,7 +195,7 @@ class MemoryServer:
         )
         self.metrics.observe_state(
             actors=lambda: (registry.actors_alive, registry.mailbox_depth()),
-            outbox=PostgresFactStore(pool).backlog,
+            outbox=self.outbox.backlog if self.outbox is not None else None,
             learning=lambda: ltm.learning.pending,
             index=self.index.backlog if isinstance(self.index, TigerGraphIndex) else None,
         )

@@ -90,8 +90,6 @@ class Turns:
         # Short-term memory: the budget and its counter are the compactor's, so a context and
         # the folds that keep it in budget count the same tokens.
         self.compactor = compactor
-        self._counter = compactor.counter
-        self._budget = compactor.budget
         # Compaction and fact extraction before CompleteTurn returns (fact_extract_async off).
         self._inline_after_reply = inline_after_reply
 
@@ -103,8 +101,8 @@ class Turns:
 
     async def count_tokens(self, text: str) -> int:
         if len(text) <= _INLINE_TOKENIZE_CHARS:
-            return self._counter.count(text)
-        return await asyncio.to_thread(self._counter.count, text)
+            return self.compactor.counter.count(text)
+        return await asyncio.to_thread(self.compactor.counter.count, text)
 
     async def redact(self, text: str, where: str = "before storing a message") -> str:
         """The text as it may be stored: every secret the filter finds replaced by its typed
@@ -166,7 +164,7 @@ class Turns:
                 scope,
                 conversation_id,
                 outcome.messages[0].seq,
-                self._budget.budget_tokens,
+                self.compactor.budget.budget_tokens,
                 timeout_s,
             )
             return outcome, candidates
@@ -289,7 +287,7 @@ class Turns:
         self, scope: Scope, conversation_id: str, question: str, timeout_s: float | None = None
     ) -> tuple[MemoryContext, bool]:
         candidates = await self._store.context_candidates(
-            scope, conversation_id, None, self._budget.budget_tokens, timeout_s
+            scope, conversation_id, None, self.compactor.budget.budget_tokens, timeout_s
         )
         # Stored nowhere and counted as no recall, but embedded (maybe remotely): redacted.
         question = await self.redact(question, "in a context question")
@@ -325,8 +323,8 @@ class Turns:
         else:
             await _cancelled(recall)  # its facts are gone since the last turn
         return build_context(
-            counter=self._counter,
-            budget=self._budget,
+            counter=self.compactor.counter,
+            budget=self.compactor.budget,
             summary=candidates.summary,
             newest_first=candidates.newest_first,
             unsummarized_count=candidates.unsummarized_count,

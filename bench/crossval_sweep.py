@@ -1,14 +1,17 @@
 """A server setting swept over LoCoMo dev, then chosen by leave-one-conversation-out.
 
     .venv/bin/python bench/crossval_sweep.py --setting ltm_off_subject_weight \\
-        --values 0.6,0.7,0.8,0.9,1.0 [--limit-conversations N] [--keep-runs DIR]
+        --values 0.6,0.7,0.8,0.9,1.0 [--limit-conversations N] [--keep-runs DIR] \\
+        [--server-arg=--ltm-second-hop-weight --server-arg=0.5] [--full]
 
 Each value is one full run of bench/locomo_recall.py with `--<setting> <value>` given to its
 server (its own server and data dir each time), scored by the server's own ranking: R@10 per
 question from the run's per-question JSON. The folds (bench/crossval.py) then choose the value
 on four conversations and score it on the fifth. What the time-intent weight's replay cannot
 show, the settings that change which candidates the server finds, is measured here, at the cost
-of one run per value (about 3 minutes each on a quiet 2-core machine).
+of one run per value. A run stores and asks only the reference setup (locomo_recall.py
+--served-only, about 3 minutes on a quiet 2-core machine); `--full` makes each the whole bench.
+`--server-arg` fixes another setting for every run (sweeping one constant at another's value).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--values", required=True, help="comma-separated values to sweep")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo json (read in place)")
     p.add_argument("--limit-conversations", type=int, default=None)
+    p.add_argument("--server-arg", action="append", default=[], help="extra server flag")
+    p.add_argument("--full", action="store_true", help="the whole bench each run, not served-only")
     p.add_argument("--keep-runs", type=Path, default=None, help="keep each run's JSON here")
     p.add_argument("--json-out", type=Path, default=Path("bench/results/crossval_sweep.json"))
     args = p.parse_args(argv)
@@ -54,7 +59,9 @@ def question_r10(row: dict[str, Any]) -> float:
     return recall_at(set(row["evidence"]), row["ranked"], 10)
 
 
-def one_run(args: argparse.Namespace, value: float, out: Path) -> list[tuple[str, float]]:
+def one_run(
+    args: argparse.Namespace, value: float, out: Path
+) -> tuple[list[tuple[str, float]], dict[str, Any]]:
     flag = "--" + args.setting.replace("_", "-")
     command = [
         sys.executable,
@@ -65,13 +72,26 @@ def one_run(args: argparse.Namespace, value: float, out: Path) -> list[tuple[str
         str(out),
         f"--server-arg={flag}",
         f"--server-arg={value:g}",
+        *(f"--server-arg={a}" for a in args.server_arg),
     ]
+    if not args.full:
+        command.append("--served-only")
     if args.limit_conversations is not None:
         command += ["--limit-conversations", str(args.limit_conversations)]
     print(f"{args.setting} = {value:g}: {' '.join(command[1:])}", flush=True)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     report = json.loads(out.read_text())
-    return [(row["sample_id"], question_r10(row)) for row in report["per_question"]]
+    per_question = [(row["sample_id"], question_r10(row)) for row in report["per_question"]]
+    return per_question, report["recall"]
+
+
+def print_tables(tables: dict[str, dict[str, Any]]) -> None:
+    """R@10 +- SE by value, overall and per category (the served ranking, every dev question)."""
+    groups = list(next(iter(tables.values())))
+    print(f"{'value':<8}" + "".join(f"{g[:16]:>18}" for g in groups))
+    for value, table in tables.items():
+        cells = "".join(f"{table[g]['R@10']:>11.1f} ±{table[g]['SE@10']:>4.1f}" for g in groups)
+        print(f"{value:<8}{cells}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,7 +99,11 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="graphrag-memory-crossval-") as tmp:
         runs = args.keep_runs or Path(tmp)
         runs.mkdir(parents=True, exist_ok=True)
-        scores = {v: one_run(args, v, runs / f"{args.setting}-{v:g}.json") for v in args.grid}
+        runs_by_value = {
+            v: one_run(args, v, runs / f"{args.setting}-{v:g}.json") for v in args.grid
+        }
+    scores = {v: per_question for v, (per_question, _) in runs_by_value.items()}
+    tables = {f"{v:g}": table for v, (_, table) in runs_by_value.items()}
     cv = dataclasses.asdict(leave_one_out(scores))
     whole = {
         f"{v:g}": round(100 * sum(s for _, s in scores[v]) / len(scores[v]), 2) for v in scores
@@ -87,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         "\nR@10 on every dev question, by value: " + ", ".join(f"{k} {r}" for k, r in whole.items())
     )
+    print_tables(tables)
     default = getattr(Settings(), args.setting)
     print_folds(f"{args.setting}, R@10 (served ranking)", cv, float(default))
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +121,9 @@ def main(argv: list[str] | None = None) -> None:
                 "setting": args.setting,
                 "grid": args.grid,
                 "default": default,
+                "server_args": args.server_arg,
                 "r10_all_questions": whole,
+                "recall_by_value": tables,
                 "crossval": cv,
             },
             indent=2,

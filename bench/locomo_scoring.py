@@ -109,6 +109,18 @@ def _recall_rows(title: str, table: dict[str, dict[str, Any]], ks: Sequence[int]
         print(f"{group:<16}{row['questions']:>10}{cells}")
 
 
+def print_served(report: dict[str, Any], ks: Sequence[int]) -> None:
+    """The report of a --served-only run (bench/locomo_recall.py)."""
+    _recall_rows("reference setup (served)", report["recall"], ks)
+    lat, ing = report["search_latency"], report["ingest"]
+    print(
+        f"SearchFacts latency (top_k {PROBE_TOP_K}): mean {lat['mean_ms']} ms, p50 "
+        f"{lat['p50_ms']}, p95 {lat['p95_ms']} at {report['meta']['search_concurrency']} in "
+        f"flight; ingest {ing['facts']} facts in {ing['wall_s']} s, total "
+        f"{report['meta']['wall_s']} s"
+    )
+
+
 def print_report(report: dict[str, Any], ks: Sequence[int]) -> None:
     _recall_rows("reference setup", report["recall"], ks)
     _recall_rows("before", report["recall_before"], ks)

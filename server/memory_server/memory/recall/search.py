@@ -21,6 +21,7 @@ from memory_server.memory.ports import AsOf, Embedder, EventDates, FactStore, Ve
 from memory_server.memory.recall.common_words import CommonWords, VectorQuestion, subject_weight
 from memory_server.memory.recall.expand import ExpandSettings, expand, seeds
 from memory_server.memory.recall.rank import ScoredFact, rank
+from memory_server.memory.recall.second_hop import HopSettings, bridges, hop_question, merge
 from memory_server.memory.recall.seen import SeenRecorder
 from memory_server.memory.time.event_time import asked_when
 from memory_server.memory.time.intent import dated_vote
@@ -43,6 +44,9 @@ class RecallSettings:
     # What a fact that names none of the question's subjects (its common words written with a
     # capital, memory.recall.common_words) is weighed by; 1 weighs every fact alike.
     off_subject_weight: float = 1.0
+    # A second search with the question joined to its best hits' text
+    # (memory.recall.second_hop); weight 0 turns it off.
+    second_hop: HopSettings = HopSettings()
 
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
@@ -61,7 +65,14 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
 
 def recalled(version: FactVersion, score: float, *, standing: bool = False) -> RecalledFact:
     return RecalledFact(
-        version.fact_id, version.text, score, standing, version.valid_from, version.event
+        version.fact_id,
+        version.text,
+        score,
+        standing,
+        version.valid_from,
+        version.event,
+        version.conversation_id,
+        version.message_id,
     )
 
 
@@ -88,38 +99,69 @@ class Recall:
         timeout_s: float | None = None,
     ) -> list[ScoredFact]:
         """Hybrid search within the scope; both signals filter by `as_of` before ranking."""
-        vector_task = asyncio.ensure_future(self._vector_hits(scope, query, as_of, timeout_s))
-        asked_task = asyncio.ensure_future(asked_when(query, self.events))
-        try:
-            coverages = dict(
-                await self.store.lexical(
-                    scope, query, CANDIDATES_PER_SIGNAL, as_of, timeout_s=timeout_s
-                )
+        (cosines, coverages, vector_question), asked = await _both(
+            self._signals(scope, query, as_of, timeout_s), asked_when(query, self.events)
+        )
+        weight = self._subject_weight(vector_question.subjects)
+        vote = dated_vote(query, self.settings.time_intent_weight, asked)
+
+        async def ranked_by(
+            cosines: dict[str, float], coverages: dict[str, float]
+        ) -> list[ScoredFact]:
+            return await self._ranked(
+                scope, cosines, coverages, as_of, threshold, vote, weight, timeout_s
             )
-        except BaseException:
-            for task in (vector_task, asked_task):
-                task.cancel()
-            await asyncio.gather(vector_task, asked_task, return_exceptions=True)
-            raise
-        cosines, vector_question = await vector_task
-        asked = await asked_task
+
+        ranked = await ranked_by(cosines, coverages)
+        hop = self.settings.second_hop
+        hops: list[tuple[ScoredFact, list[ScoredFact]]] = []
+        # One bridge after another: at most `hop.bridges` searches, each with the caller's
+        # deadline.
+        for bridge in bridges(ranked, hop):
+            again = hop_question(query, bridge.version)
+            hop_cosines, hop_coverages, _ = await self._signals(scope, again, as_of, timeout_s)
+            hops.append((bridge, await ranked_by(hop_cosines, hop_coverages)))
+        if hops:
+            ranked = merge(ranked, hops, hop, threshold=threshold)
+        return await self._expand(scope, ranked, top_k, threshold, as_of, weight, timeout_s)
+
+    async def _signals(
+        self, scope: Scope, text: str, as_of: AsOf, timeout_s: float | None
+    ) -> tuple[dict[str, float], dict[str, float], VectorQuestion]:
+        """Both signals' candidates for `text` (cosine and coverage by version id), and what
+        the vector signal embedded."""
+        (cosines, vector_question), coverages = await _both(
+            self._vector_hits(scope, text, as_of, timeout_s),
+            self.store.lexical(scope, text, CANDIDATES_PER_SIGNAL, as_of, timeout_s=timeout_s),
+        )
+        return cosines, dict(coverages), vector_question
+
+    async def _ranked(
+        self,
+        scope: Scope,
+        cosines: dict[str, float],
+        coverages: dict[str, float],
+        as_of: AsOf,
+        threshold: float,
+        vote: Callable[[FactVersion], float] | None,
+        weight: Callable[[FactVersion], float] | None,
+        timeout_s: float | None,
+    ) -> list[ScoredFact]:
         ids = list(dict.fromkeys([*cosines, *coverages]))
         if not ids:
             return []
         # PostgreSQL is the truth: a vector whose version is not believed at `as_of` any
         # more (the index lags the outbox) is dropped here.
         believed = await self.store.versions(scope, ids, as_of, timeout_s=timeout_s)
-        weight = self._subject_weight(vector_question.subjects)
-        ranked = rank(
+        return rank(
             {v.version_id: v for v in believed},
             cosines,
             coverages,
             top_k=None,
             threshold=threshold,
-            extra_vote=dated_vote(query, self.settings.time_intent_weight, asked),
+            extra_vote=vote,
             weight=weight,
         )
-        return await self._expand(scope, ranked, top_k, threshold, as_of, weight, timeout_s)
 
     def _subject_weight(self, subjects: Sequence[str]) -> Callable[[FactVersion], float] | None:
         """A version's weight by the question's subjects (memory.recall.common_words)."""

@@ -1,0 +1,68 @@
+"""A second hop for questions that need two facts, without an LLM.
+
+A question such as "What did Caroline research after the support group?" shares words with the
+support-group fact, not with the fact that answers it; that one shares words with the first.
+Multi-hop dense retrieval (Xiong et al., 2021) asks again with the question joined to the best
+first-hop text. Recall does the same with both signals: the best `bridges` hits of the first
+ranking are each joined to the question ("question bridge-text"), searched like a question (the
+vector signal without the scope's common words, the lexical signal on every word), ranked with
+the first question's subjects and time intent, and merged at
+
+    score(hop) = score(bridge) * weight * score(fact | question + bridge)
+
+so a fact found only through a bridge never outranks it, and a fact found both ways keeps its
+better score. A bridge's own second-hop score is not counted (it would only find itself).
+`weight` 0 turns the hop off; each bridge costs one more search (embedding, index, lexical and
+versions queries), so recall's latency grows with `bridges`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memory_server.memory.facts.model import FactVersion
+from memory_server.memory.recall.rank import ScoredFact
+
+
+@dataclass(frozen=True, slots=True)
+class HopSettings:
+    weight: float = 0.0  # 0: no second hop
+    bridges: int = 1  # the best first-hop hits each joined to the question
+
+    @property
+    def enabled(self) -> bool:
+        return self.weight > 0 and self.bridges > 0
+
+
+def bridges(ranked: Sequence[ScoredFact], settings: HopSettings) -> list[ScoredFact]:
+    """The first-hop hits the second hop starts from: the best `settings.bridges`."""
+    return list(ranked[: settings.bridges]) if settings.enabled else []
+
+
+def hop_question(question: str, bridge: FactVersion) -> str:
+    """What the second hop asks: the question joined to the bridge's text."""
+    return f"{question} {bridge.text}"
+
+
+def merge(
+    ranked: Sequence[ScoredFact],
+    hops: Sequence[tuple[ScoredFact, Sequence[ScoredFact]]],
+    settings: HopSettings,
+    *,
+    threshold: float,
+) -> list[ScoredFact]:
+    """`ranked` with each bridge's second-hop ranking merged in, deduplicated by version, best
+    first, at least `threshold`. The signals of a first-hop hit stay as they were."""
+    best: dict[str, ScoredFact] = {s.version.version_id: s for s in ranked}
+    for bridge, found in hops:
+        for hit in found:
+            vid = hit.version.version_id
+            if vid == bridge.version.version_id:
+                continue
+            score = bridge.score * settings.weight * hit.score
+            direct = best.get(vid)
+            if score >= threshold and (direct is None or direct.score < score):
+                vector, lexical = (direct.vector_score, direct.lexical_score) if direct else (0, 0)
+                best[vid] = ScoredFact(hit.version, score, vector, lexical)
+    return sorted(best.values(), key=lambda s: (s.score, s.version.recorded_at), reverse=True)

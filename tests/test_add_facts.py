@@ -11,7 +11,7 @@ import pytest
 
 from memory_client import AsyncMemoryClient
 from memory_client.v1 import memory_pb2 as pb
-from memory_server.api.servicer import MAX_FACTS_PER_CALL
+from memory_server.api.long_term_rpcs import MAX_FACTS_PER_CALL
 
 from conftest import RunningServer, new_id
 

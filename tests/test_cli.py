@@ -206,6 +206,25 @@ async def test_feedback_up_with_comment_is_stored_on_the_reply(
     assert re.search(rf"^{STAMP}  assistant  {reply_id}  up {{8}}A\.$", shown.out, re.M)
 
 
+async def test_episodes_finds_what_was_said_in_another_conversation(
+    memory: RunningServer, ctl: Ctl, scope: dict[str, str], sc: list[str]
+) -> None:
+    conv = new_id()
+    said = "Both flagged accounts logged in from one Pixel tablet."
+    await memory.stub.StartTurn(pb.StartTurnRequest(**scope, conversation_id=conv, content=said))
+    await memory.stub.CompleteTurn(
+        pb.CompleteTurnRequest(**scope, conversation_id=conv, content="Noted.")
+    )
+    found = await ctl("episodes", *sc, "which tablet did the accounts share", "--threshold", "0")
+    assert found.code == 0, found
+    lines = found.out.splitlines()
+    assert re.fullmatch(r"SCORE  SAID +CONVERSATION +ROLE +MESSAGE", lines[0]), lines[0]
+    assert re.fullmatch(rf"0\.\d{{3}}  {STAMP}  {conv}  user +{re.escape(said)}", lines[1]), lines
+    assert len(lines) == 3 and lines[2].endswith("  assistant  Noted."), lines
+    before = await ctl("episodes", *sc, "tablet", "--as-of-transaction", "2000-01-01T00:00:00Z")
+    assert before == Result(0, "(no matching messages)\n", "")
+
+
 async def test_facts_add_list_search_update_history_delete(ctl: Ctl, sc: list[str]) -> None:
     added = await ctl("facts", "add", *sc, "--kind", "preference", "Prefers answers in French")
     assert added.code == 0

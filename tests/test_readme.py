@@ -125,7 +125,7 @@ def test_start_command_cli_and_grpcurl_sessions():
         assert [r.split()[1] for r in rows] == ["user", "assistant", "user"]
 
         outputs = _session("grpcurl-session", "grpcurl", port, user)
-        listed, described, first, reply, second, conversation, health = outputs
+        listed, described, first, reply, second, conversation, episodes, health = outputs
         assert "graphrag.memory.v1.MemoryService" in listed
         assert "grpc.health.v1.Health" in listed
         assert "rpc StartTurn" in described
@@ -136,6 +136,8 @@ def test_start_command_cli_and_grpcurl_sessions():
             json.loads(reply)["message"]["content"],
         ]
         assert len(json.loads(conversation)["messages"]) == 3
+        found = json.loads(episodes)["results"]
+        assert "device D-77" in found[0]["message"]["content"], found
         assert json.loads(health)["status"] == "SERVING"
     finally:
         server.send_signal(signal.SIGTERM)

@@ -1,5 +1,5 @@
 """The long-term memory entries of the clients' RPC table (memory_client.client): fact search,
-listing, history and the manual fact operations."""
+listing, history, the manual fact operations, and episode search."""
 
 from __future__ import annotations
 
@@ -39,7 +39,34 @@ def _as_of(valid_time: datetime | None, transaction_time: datetime | None) -> _A
 
 class FactRpcs:
     """SearchFacts, ListFacts, GetFact, GetFactHistory, AddFact, AddFacts, UpdateFact,
-    DeleteFact and ForgetScope, as `@rpc` entries (memory_client._rpc)."""
+    DeleteFact, ForgetScope and SearchEpisodes, as `@rpc` entries (memory_client._rpc)."""
+
+    @rpc("SearchEpisodes", pb.SearchEpisodesResponse, retry_if=always)
+    def search_episodes(
+        self,
+        username: str,
+        graphname: str,
+        query: str,
+        *,
+        top_k: int = 0,
+        threshold: float | None = None,
+        as_of_valid_time: datetime | None = None,
+        as_of_transaction_time: datetime | None = None,
+        timeout_s: float | None = None,
+    ) -> pb.SearchEpisodesRequest:
+        """What was said (user and assistant messages) across the user's conversations on the
+        graph, best first. `threshold` None means the server's default; as-of times must be
+        timezone-aware."""
+        request = pb.SearchEpisodesRequest(
+            username=username,
+            graphname=graphname,
+            query=query,
+            top_k=top_k,
+            **_as_of(as_of_valid_time, as_of_transaction_time),
+        )
+        if threshold is not None:
+            request.threshold = threshold
+        return request
 
     @rpc("SearchFacts", pb.SearchFactsResponse, retry_if=always)
     def search_facts(

@@ -20,6 +20,7 @@ from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.learning.learn import Learning
 from memory_server.memory.learning.reading import TurnReader
 from memory_server.memory.ports import (
+    EpisodeStore,
     Extractor,
     FactStore,
     IndexOutbox,
@@ -30,8 +31,10 @@ from memory_server.memory.ports import (
     VectorIndex,
 )
 from memory_server.memory.recall.common_words import CommonWords
+from memory_server.memory.recall.episodes import EpisodeRecall, EpisodeSettings
 from memory_server.memory.recall.expand import ExpandSettings
 from memory_server.memory.recall.search import Recall, RecallSettings
+from memory_server.memory.recall.second_hop import HopSettings
 from memory_server.memory.recall.seen import SeenRecorder
 from memory_server.settings import Settings
 
@@ -73,17 +76,20 @@ def learning_parts(
 
 @dataclass(frozen=True, slots=True)
 class LongTerm:
-    """Long-term memory's use cases: recall, learning after a reply, the manual operations."""
+    """Long-term memory's use cases: recall, learning after a reply, the manual operations,
+    and episode search (None when `episodes` is off)."""
 
     recall: Recall
     learning: Learning
     facts: FactAdmin
+    episodes: EpisodeRecall | None = None
 
 
 def build_long_term(
     settings: Settings,
     *,
     store: FactStore,
+    episode_store: EpisodeStore,
     index: VectorIndex,
     embedder: EmbeddingPool,
     executor: ScopeExecutor,
@@ -130,7 +136,19 @@ def build_long_term(
         telemetry=telemetry,
     )
     facts = FactAdmin(store=store, changes=changes, executor=executor, events=events)
-    return LongTerm(recall, learning, facts)
+    episodes = None
+    if settings.episodes:
+        episodes = EpisodeRecall(
+            store=episode_store,
+            index=index,
+            embedder=embedder,
+            settings=EpisodeSettings(
+                settings.episode_top_k,
+                settings.episode_score_threshold,
+                settings.episode_context_tokens,
+            ),
+        )
+    return LongTerm(recall, learning, facts, episodes)
 
 
 def recall_settings(settings: Settings) -> RecallSettings:
@@ -144,6 +162,7 @@ def recall_settings(settings: Settings) -> RecallSettings:
         ),
         time_intent_weight=settings.ltm_time_intent_weight,
         off_subject_weight=settings.ltm_off_subject_weight,
+        second_hop=HopSettings(settings.ltm_second_hop_weight, settings.ltm_second_hop_bridges),
     )
 
 

@@ -126,6 +126,7 @@ class MemoryServer:
                 history,
                 self.long_term.recall if self.long_term else None,
                 self.long_term.facts if self.long_term else None,
+                episodes=self.long_term.episodes if self.long_term else None,
             ),
             server,
         )
@@ -215,6 +216,7 @@ class MemoryServer:
             recall=ltm.recall,
             learning=ltm.learning,
             redactor=secrets if settings.redact_secrets else None,
+            episodes=ltm.episodes,
         )
         # Closed first (exit stack order): compactions and extractions use everything else.
         self._stack.push_async_callback(memory.close, settings.shutdown_grace_seconds)
@@ -250,6 +252,7 @@ class MemoryServer:
             max_backoff_s=settings.outbox_max_backoff_seconds,
             linger_s=settings.outbox_linger_seconds,
             links=LinkSettings(settings.ltm_link_threshold, settings.ltm_links_per_fact),
+            redactor=None if settings.redact_secrets else secrets,
         )
         await self.outbox.start()
         self._stack.push_async_callback(self.outbox.close, settings.shutdown_grace_seconds)
@@ -265,12 +268,14 @@ class MemoryServer:
             interval_s=settings.retention_interval_seconds,
             outbox=self.outbox,
             seen=seen,
+            episodes=PostgresConversationStore(pool),
         )
         await self.retention.start()
         self._stack.push_async_callback(self.retention.close)
         return build_long_term(
             settings,
             store=facts,
+            episode_store=PostgresConversationStore(pool),
             index=FreshIndex(self.index, facts, embedder),  # reads its own writes
             embedder=embedder,
             executor=registry,

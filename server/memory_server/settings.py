@@ -7,17 +7,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from memory_server.settings_checks import SettingsError, coerce, validate
+
+__all__ = ["ENV_PREFIX", "Settings", "SettingsError", "load_settings", "settings_from_cli"]
+
 ENV_PREFIX = "GRAPHRAG_MEMORY_"
-
-
-class SettingsError(ValueError):
-    """A configuration value is missing, malformed or out of range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +53,24 @@ class Settings:
     # that names none of them scores this times its score; 1 weighs every fact alike
     # (memory.recall.common_words).
     ltm_off_subject_weight: float = 0.8
+    # Recall: a second search with the question joined to the text of each of its
+    # ltm_second_hop_bridges best hits, a fact found that way scoring bridge * weight * its
+    # score; weight 0 turns it off (memory.recall.second_hop).
+    ltm_second_hop_weight: float = 0.0
+    ltm_second_hop_bridges: int = 1
     # Offline learning: besides the rule forms, keep what the user says of their own life in
     # plain statements ("Pottery is a big part of my life"), close to their words; false keeps
     # only the forms (memory.learning.self_statements).
     ltm_self_statements: bool = True
+    # Episodes: every user and assistant message, as stored, is embedded through the outbox
+    # and searchable across the user's conversations (SearchEpisodes); a turn's context shows
+    # at most episode_top_k of them scoring >= episode_score_threshold, in at most
+    # episode_context_tokens ("From earlier conversations"). False stores messages without
+    # embedding them and recalls none (memory.recall.episodes).
+    episodes: bool = True
+    episode_top_k: int = 3
+    episode_score_threshold: float = 0.6
+    episode_context_tokens: int = 600
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""
@@ -149,46 +162,6 @@ class Settings:
         return int(self.stm_context_tokens * self.summary_budget_ratio)
 
 
-# Range checks: key -> (minimum, maximum); None = unbounded.
-_RANGES: dict[str, tuple[float | None, float | None]] = {
-    "stm_context_tokens": (256, 1_000_000),
-    "ltm_top_k": (1, 100),
-    "ltm_score_threshold": (0.0, 1.0),
-    "ltm_time_intent_weight": (0.0, 1.0),
-    "ltm_common_word_share": (0.0, 1.0),
-    "ltm_off_subject_weight": (0.0, 1.0),
-    "ltm_retention_days": (1, None),
-    "max_facts_per_scope": (1, 1_000_000),
-    "ltm_link_threshold": (0.0, 1.0),
-    "ltm_links_per_fact": (0, 100),
-    "ltm_link_decay": (0.0, 1.0),
-    "ltm_link_seeds": (0, 100),
-    "ltm_neighbour_decay": (0.0, 1.0),
-    "max_message_bytes": (1024, 16 * 1024 * 1024),
-    "max_messages_per_append": (1, 100_000),
-    "max_request_bytes": (64 * 1024, 1024 * 1024 * 1024),
-    "mailbox_size": (1, 1_000_000),
-    "actor_idle_seconds": (0.01, None),
-    "summary_budget_ratio": (0.05, 0.9),
-    "llm_timeout_seconds": (0.1, 600),
-    "embedding_dimension": (1, 8192),
-    "embedding_batch_size": (1, 4096),
-    "embedding_max_wait_ms": (0, 10_000),
-    "embedding_cache_size": (0, 1_000_000),
-    "outbox_batch_size": (1, 10_000),
-    "pgvector_hnsw_ef_search": (1, 1000),
-    "outbox_poll_seconds": (0.01, 3600),
-    "outbox_max_backoff_seconds": (0.1, 3600),
-    "outbox_linger_seconds": (0.0, 60),
-    "retention_interval_seconds": (1, 7 * 86400),
-    "db_pool_min_size": (0, 1000),
-    "db_pool_max_size": (1, 1000),
-    "db_pool_wait_seconds": (0.01, 3600),
-    "request_timeout_seconds": (0.1, 3600),
-    "shutdown_grace_seconds": (0.0, 3600),
-}
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-LOG_FORMATS = ("text", "json")
 # The top-level sections of GraphRAG's configs/server_config.json (and what its
 # common/config.py reads) that are not ours.
 GRAPHRAG_SECTIONS = frozenset({"db_config", "graphrag_config", "llm_config", "chat_config"})
@@ -197,111 +170,6 @@ GRAPHRAG_SECTIONS = frozenset({"db_config", "graphrag_config", "llm_config", "ch
 def _field_types() -> dict[str, type]:
     types = {"bool": bool, "int": int, "float": float, "str": str}
     return {f.name: types[str(f.type)] for f in fields(Settings)}
-
-
-def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
-    where = f"{key} (from {source})"
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
-            return True
-        if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
-            return False
-        raise SettingsError(f"{where}: expected true or false, got {value!r}")
-    if kind is int:
-        if isinstance(value, bool):
-            raise SettingsError(f"{where}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise SettingsError(f"{where}: expected an integer, got {value!r}")
-    if kind is float:
-        if isinstance(value, bool):
-            raise SettingsError(f"{where}: expected a number, got {value!r}")
-        number: float | None = None
-        if isinstance(value, int | float):
-            number = float(value)
-        elif isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                number = None
-        if number is None or not math.isfinite(number):
-            raise SettingsError(f"{where}: expected a number, got {value!r}")
-        return number
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise SettingsError(f"{where}: expected a string, got {value!r}")
-    return value
-
-
-def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
-    for key, (low, high) in _RANGES.items():
-        value = getattr(settings, key)
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"[{low}, {high if high is not None else '∞'}]"
-            raise SettingsError(
-                f"{key} (from {sources.get(key, 'default')}): {value!r} is outside {bounds}"
-            )
-    if settings.max_message_bytes >= settings.max_request_bytes:
-        raise SettingsError(
-            "max_request_bytes: must exceed max_message_bytes (a request carries one message "
-            "and its ids)"
-        )
-    if settings.db_pool_min_size > settings.db_pool_max_size:
-        raise SettingsError("db_pool_min_size: must not exceed db_pool_max_size")
-    for key in ("listen_address", "metrics_address"):
-        address = getattr(settings, key)
-        if key == "metrics_address" and not address:
-            continue
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise SettingsError(
-                f"{key} (from {sources.get(key, 'default')}): expected host:port, got {address!r}"
-            )
-    if settings.log_format not in LOG_FORMATS:
-        raise SettingsError(f"log_format: expected one of {', '.join(LOG_FORMATS)}")
-    if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
-        raise SettingsError("tls_cert_file: tls_cert_file and tls_key_file go together")
-    if settings.tls_client_ca_file and not settings.tls_cert_file:
-        raise SettingsError("tls_client_ca_file: mutual TLS needs tls_cert_file and tls_key_file")
-    for key in ("tls_cert_file", "tls_key_file", "tls_client_ca_file"):
-        path = getattr(settings, key)
-        if path and not Path(path).is_file():
-            raise SettingsError(f"{key} (from {sources.get(key, 'default')}): no file {path!r}")
-    if settings.log_level.upper() not in _LOG_LEVELS:
-        raise SettingsError(f"log_level: expected one of {', '.join(_LOG_LEVELS)}")
-    if settings.llm_base_url and not settings.llm_model:
-        raise SettingsError("llm_model: required when llm_base_url is set")
-    if settings.vector_index not in ("pgvector", "tigergraph"):
-        raise SettingsError("vector_index: expected pgvector or tigergraph")
-    if settings.vector_index == "tigergraph":
-        if not settings.tigergraph_host or not settings.tigergraph_graph:
-            raise SettingsError(
-                "tigergraph_host: tigergraph_host and tigergraph_graph are required when "
-                "vector_index is tigergraph"
-            )
-        if not (
-            settings.tigergraph_token
-            or settings.tigergraph_gsql_secret
-            or (settings.tigergraph_username and settings.tigergraph_password)
-        ):
-            raise SettingsError(
-                "tigergraph_token: set tigergraph_token, tigergraph_gsql_secret, or "
-                "tigergraph_username and tigergraph_password"
-            )
-    if settings.embedding_base_url and not settings.embedding_model:
-        raise SettingsError("embedding_model: required when embedding_base_url is set")
-    if settings.database_url and not settings.database_url.startswith(
-        ("postgres://", "postgresql://")
-    ):
-        raise SettingsError("database_url: expected a postgresql:// URL")
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:
@@ -341,7 +209,7 @@ def load_settings(
     def put(key: str, raw: Any, source: str) -> None:
         if key not in types:
             raise SettingsError(f"{key} (from {source}): unknown setting")
-        values[key] = _coerce(key, raw, types[key], source)
+        values[key] = coerce(key, raw, types[key], source)
         sources[key] = source
 
     if config_path is not None:
@@ -353,7 +221,7 @@ def load_settings(
     for key, raw in (overrides or {}).items():
         put(key, raw, f"--{key.replace('_', '-')}")
     settings = dataclasses.replace(Settings(), **values)
-    _validate(settings, sources)
+    validate(settings, sources)
     return settings
 
 

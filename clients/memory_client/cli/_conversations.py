@@ -52,7 +52,8 @@ def _context_figures(context: pb.MemoryContext) -> str:
         f"long-term {context.long_term.tokens}); "
         f"{plural(len(context.recent_messages), 'recent message')}, "
         f"{context.omitted_messages} omitted; "
-        f"{plural(len(context.long_term.facts), 'fact')} recalled"
+        f"{plural(len(context.long_term.facts), 'fact')} and "
+        f"{plural(len(context.long_term.episodes), 'episode')} recalled"
     )
 
 
@@ -235,3 +236,39 @@ def delete_conversation(
 ) -> None:
     deleted = plural(response.deleted_messages, "message")
     out.line(f"deleted conversation {args.conversation_id} ({deleted})")
+
+
+_EPISODE_COLUMNS = (
+    Column("SCORE", right=True),
+    Column("SAID"),
+    Column("CONVERSATION"),
+    Column("ROLE"),
+    Column("MESSAGE", 60),
+)
+
+
+def _search_episodes(client: MemoryClient, args: Namespace) -> pb.SearchEpisodesResponse:
+    return client.search_episodes(
+        args.username,
+        args.graphname,
+        query=args.query,
+        top_k=args.top_k,
+        threshold=args.threshold,
+        as_of_valid_time=args.as_of_valid,
+        as_of_transaction_time=args.as_of_transaction,
+    )
+
+
+@command(_search_episodes)
+def search_episodes(response: pb.SearchEpisodesResponse, args: Namespace, out: Output) -> None:
+    rows = [
+        [
+            f"{r.score:.3f}",
+            timestamp(r.message.created_at),
+            r.message.conversation_id,
+            role(r.message.role),
+            r.message.content,
+        ]
+        for r in response.results
+    ]
+    out.table(_EPISODE_COLUMNS, rows, empty="no matching messages")

@@ -211,6 +211,20 @@ def _turn_commands(sub: Any, add: Add) -> None:
     _scope(p, conversation=True)
     p.add_argument("--question", default="", help="the question (long-term recall uses it)")
 
+    p = add(
+        sub,
+        "episodes",
+        conversations.search_episodes,
+        "what was said across the user's conversations (SearchEpisodes)",
+    )
+    _scope(p)
+    p.add_argument("query")
+    p.add_argument("--top-k", type=_non_negative_int, default=0, help="0: the server's default")
+    p.add_argument(
+        "--threshold", type=float, default=None, help="minimum score (default: the server's)"
+    )
+    _as_of(p)
+
 
 def _conversation_commands(sub: Any, add: Add) -> None:
     p = add(sub, "conversations", conversations.conversations, "list conversations, newest first")

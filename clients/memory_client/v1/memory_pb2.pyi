@@ -238,12 +238,24 @@ class LongTermMemory(_message.Message):
     TOKENS_FIELD_NUMBER: _builtins.int
     DEGRADED_FIELD_NUMBER: _builtins.int
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
+    EPISODES_FIELD_NUMBER: _builtins.int
+    EPISODE_TOKENS_FIELD_NUMBER: _builtins.int
     tokens: _builtins.int
+    """tiktoken tokens of the facts' section in `rendered`."""
     degraded: _builtins.bool
     """True when long-term memory could not be consulted; the turn still has short-term memory."""
     degraded_reason: _builtins.str
+    episode_tokens: _builtins.int
+    """tiktoken tokens of the episodes' section in `rendered`."""
     @_builtins.property
     def facts(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecalledFact]: ...
+    @_builtins.property
+    def episodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecalledEpisode]:
+        """Messages of earlier conversations (or of this one, older than its recent messages) the
+        question brings up, shown in `rendered` under "From earlier conversations" as dated
+        excerpts; never a message a shown fact was learned from.
+        """
+
     def __init__(
         self,
         *,
@@ -251,14 +263,55 @@ class LongTermMemory(_message.Message):
         tokens: _builtins.int = ...,
         degraded: _builtins.bool = ...,
         degraded_reason: _builtins.str = ...,
+        episodes: _abc.Iterable[Global___RecalledEpisode] | None = ...,
+        episode_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded", b"degraded", "degraded_reason", b"degraded_reason", "facts", b"facts", "tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded", b"degraded", "degraded_reason", b"degraded_reason", "episode_tokens", b"episode_tokens", "episodes", b"episodes", "facts", b"facts", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LongTermMemory: _TypeAlias = LongTermMemory  # noqa: Y015
+
+@_typing.final
+class RecalledEpisode(_message.Message):
+    """A message recalled as an episode."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    message_id: _builtins.str
+    conversation_id: _builtins.str
+    role: Global___Role.ValueType
+    content: _builtins.str
+    """The message as stored; `rendered` shows at most its first 80 tokens."""
+    score: _builtins.float
+    """Relevance to the question, in [0, 1] (hybrid, as SearchFacts scores)."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        message_id: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        role: Global___Role.ValueType = ...,
+        content: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "conversation_id", b"conversation_id", "created_at", b"created_at", "message_id", b"message_id", "role", b"role", "score", b"score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecalledEpisode: _TypeAlias = RecalledEpisode  # noqa: Y015
 
 @_typing.final
 class MemoryContext(_message.Message):
@@ -1134,6 +1187,101 @@ class SearchFactsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SearchFactsResponse: _TypeAlias = SearchFactsResponse  # noqa: Y015
+
+@_typing.final
+class SearchEpisodesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    GRAPHNAME_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    TOP_K_FIELD_NUMBER: _builtins.int
+    THRESHOLD_FIELD_NUMBER: _builtins.int
+    AS_OF_VALID_TIME_FIELD_NUMBER: _builtins.int
+    AS_OF_TRANSACTION_TIME_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    graphname: _builtins.str
+    query: _builtins.str
+    top_k: _builtins.int
+    """0 means ltm_top_k."""
+    threshold: _builtins.float
+    """Unset means episode_score_threshold; 0 returns the best top_k whatever their score."""
+    @_builtins.property
+    def as_of_valid_time(self) -> _timestamp_pb2.Timestamp:
+        """Unset means now. A message is believed from its created_at until it is erased."""
+
+    @_builtins.property
+    def as_of_transaction_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        graphname: _builtins.str = ...,
+        query: _builtins.str = ...,
+        top_k: _builtins.int = ...,
+        threshold: _builtins.float | None = ...,
+        as_of_valid_time: _timestamp_pb2.Timestamp | None = ...,
+        as_of_transaction_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_threshold", b"_threshold", "as_of_transaction_time", b"as_of_transaction_time", "as_of_valid_time", b"as_of_valid_time", "threshold", b"threshold"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_threshold", b"_threshold", "as_of_transaction_time", b"as_of_transaction_time", "as_of_valid_time", b"as_of_valid_time", "graphname", b"graphname", "query", b"query", "threshold", b"threshold", "top_k", b"top_k", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__threshold: _TypeAlias = _typing.Literal["threshold"]  # noqa: Y015
+    _WhichOneofArgType__threshold: _TypeAlias = _typing.Literal["_threshold", b"_threshold"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__threshold) -> _WhichOneofReturnType__threshold | None: ...
+
+Global___SearchEpisodesRequest: _TypeAlias = SearchEpisodesRequest  # noqa: Y015
+
+@_typing.final
+class ScoredEpisode(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    VECTOR_SCORE_FIELD_NUMBER: _builtins.int
+    LEXICAL_SCORE_FIELD_NUMBER: _builtins.int
+    score: _builtins.float
+    """Hybrid score in [0, 1]: 1 - (1 - vector) * (1 - lexical), as SearchFacts."""
+    vector_score: _builtins.float
+    lexical_score: _builtins.float
+    @_builtins.property
+    def message(self) -> Global___Message: ...
+    def __init__(
+        self,
+        *,
+        message: Global___Message | None = ...,
+        score: _builtins.float = ...,
+        vector_score: _builtins.float = ...,
+        lexical_score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lexical_score", b"lexical_score", "message", b"message", "score", b"score", "vector_score", b"vector_score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScoredEpisode: _TypeAlias = ScoredEpisode  # noqa: Y015
+
+@_typing.final
+class SearchEpisodesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ScoredEpisode]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ScoredEpisode] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchEpisodesResponse: _TypeAlias = SearchEpisodesResponse  # noqa: Y015
 
 @_typing.final
 class ListFactsRequest(_message.Message):

@@ -129,6 +129,11 @@ class MemoryServiceStub(object):
                 request_serializer=memory__client_dot_v1_dot_memory__pb2.ForgetScopeRequest.SerializeToString,
                 response_deserializer=memory__client_dot_v1_dot_memory__pb2.ForgetScopeResponse.FromString,
                 _registered_method=True)
+        self.SearchEpisodes = channel.unary_unary(
+                '/graphrag.memory.v1.MemoryService/SearchEpisodes',
+                request_serializer=memory__client_dot_v1_dot_memory__pb2.SearchEpisodesRequest.SerializeToString,
+                response_deserializer=memory__client_dot_v1_dot_memory__pb2.SearchEpisodesResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer(object):
@@ -272,6 +277,15 @@ class MemoryServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchEpisodes(self, request, context):
+        """Episodes: the user's messages (user and assistant, as stored: secrets redacted) across
+        all their conversations on the graph, by hybrid search (vector + lexical) as for facts.
+        Empty when the server runs with `episodes` off.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -369,6 +383,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ForgetScope,
                     request_deserializer=memory__client_dot_v1_dot_memory__pb2.ForgetScopeRequest.FromString,
                     response_serializer=memory__client_dot_v1_dot_memory__pb2.ForgetScopeResponse.SerializeToString,
+            ),
+            'SearchEpisodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchEpisodes,
+                    request_deserializer=memory__client_dot_v1_dot_memory__pb2.SearchEpisodesRequest.FromString,
+                    response_serializer=memory__client_dot_v1_dot_memory__pb2.SearchEpisodesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -884,6 +903,33 @@ class MemoryService(object):
             '/graphrag.memory.v1.MemoryService/ForgetScope',
             memory__client_dot_v1_dot_memory__pb2.ForgetScopeRequest.SerializeToString,
             memory__client_dot_v1_dot_memory__pb2.ForgetScopeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchEpisodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/graphrag.memory.v1.MemoryService/SearchEpisodes',
+            memory__client_dot_v1_dot_memory__pb2.SearchEpisodesRequest.SerializeToString,
+            memory__client_dot_v1_dot_memory__pb2.SearchEpisodesResponse.FromString,
             options,
             channel_credentials,
             insecure,

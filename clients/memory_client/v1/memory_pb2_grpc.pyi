@@ -86,6 +86,11 @@ class MemoryServiceStub:
     """Erasure of a user on a graph: facts, versions, history, vectors (and conversations if
     asked). Unlike DeleteFact, nothing is kept.
     """
+    SearchEpisodes: _grpc.UnaryUnaryMultiCallable[_memory_pb2.SearchEpisodesRequest, _memory_pb2.SearchEpisodesResponse]
+    """Episodes: the user's messages (user and assistant, as stored: secrets redacted) across
+    all their conversations on the graph, by hybrid search (vector + lexical) as for facts.
+    Empty when the server runs with `episodes` off.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -138,6 +143,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     ForgetScope: _aio.UnaryUnaryMultiCallable[_memory_pb2.ForgetScopeRequest, _memory_pb2.ForgetScopeResponse]  # type: ignore[assignment]
     """Erasure of a user on a graph: facts, versions, history, vectors (and conversations if
     asked). Unlike DeleteFact, nothing is kept.
+    """
+    SearchEpisodes: _aio.UnaryUnaryMultiCallable[_memory_pb2.SearchEpisodesRequest, _memory_pb2.SearchEpisodesResponse]  # type: ignore[assignment]
+    """Episodes: the user's messages (user and assistant, as stored: secrets redacted) across
+    all their conversations on the graph, by hybrid search (vector + lexical) as for facts.
+    Empty when the server runs with `episodes` off.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -302,6 +312,17 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_memory_pb2.ForgetScopeResponse, _abc.Awaitable[_memory_pb2.ForgetScopeResponse]]:
         """Erasure of a user on a graph: facts, versions, history, vectors (and conversations if
         asked). Unlike DeleteFact, nothing is kept.
+        """
+
+    @_abc_1.abstractmethod
+    def SearchEpisodes(
+        self,
+        request: _memory_pb2.SearchEpisodesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_pb2.SearchEpisodesResponse, _abc.Awaitable[_memory_pb2.SearchEpisodesResponse]]:
+        """Episodes: the user's messages (user and assistant, as stored: secrets redacted) across
+        all their conversations on the graph, by hybrid search (vector + lexical) as for facts.
+        Empty when the server runs with `episodes` off.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

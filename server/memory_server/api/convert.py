@@ -122,6 +122,18 @@ def context_pb(c: MemoryContext) -> pb.MemoryContext:
             facts=[recalled_pb(f) for f in c.long_term.facts],
             degraded=bool(c.long_term.degraded_reason),
             degraded_reason=c.long_term.degraded_reason,
+            episodes=[
+                pb.RecalledEpisode(
+                    message_id=e.message.message_id,
+                    conversation_id=e.message.conversation_id,
+                    role=_ROLE_TO_PB[e.message.role],
+                    content=e.message.content,
+                    created_at=timestamp(e.message.created_at),
+                    score=e.score,
+                )
+                for e in c.long_term.episodes
+            ],
+            episode_tokens=c.episode_tokens,
         ),
         rendered=c.rendered,
         total_tokens=c.total_tokens,

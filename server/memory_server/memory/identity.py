@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass
 
 
@@ -15,6 +16,10 @@ class Scope:
     def scope_hash(self) -> str:
         return scope_hash(self.username, self.graphname)
 
+    @property
+    def episode_partition(self) -> str:
+        return episode_partition(self.scope_hash)
+
 
 def scope_hash(username: str, graphname: str) -> str:
     """Stable, collision-safe hash of the pair: each part is length-prefixed before hashing, so
@@ -25,3 +30,23 @@ def scope_hash(username: str, graphname: str) -> str:
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
     return digest.hexdigest()[:32]
+
+
+EPISODE_PARTITION_SUFFIX = "/episodes"
+
+
+def episode_partition(scope_hash: str) -> str:
+    """The vector index's partition key of a scope's episodes (its messages, migration 0010):
+    apart from its facts, so a fact search or a link never meets an episode."""
+    return scope_hash + EPISODE_PARTITION_SUFFIX
+
+
+def episode_vector_id(seq: int) -> str:
+    """An episode's id in the vector index and the outbox: its message's seq as a uuid (as the
+    database's memory_episode_id writes it)."""
+    return str(uuid.UUID(int=seq))
+
+
+def episode_seq(vector_id: str) -> int:
+    """The message seq of an episode's vector id (episode_vector_id's inverse)."""
+    return uuid.UUID(vector_id).int

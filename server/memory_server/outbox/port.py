@@ -29,6 +29,7 @@ class OutboxItem:
     op: str  # upsert | delete | purge
     version_id: str
     attempts: int
+    kind: str = "fact"  # fact (a fact version) | episode (a message, migration 0010)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,8 @@ class VectorSource:
     valid_to: datetime | None
     recorded_at: datetime
     superseded_at: datetime | None
+    # A message (its scope_hash is the episode partition): never linked to facts.
+    episode: bool = False
 
 
 class OutboxBatch(Protocol):
@@ -51,7 +54,8 @@ class OutboxBatch(Protocol):
     def items(self) -> Sequence[OutboxItem]: ...
 
     async def sources(self) -> dict[str, VectorSource]:
-        """Current state of the versions to upsert; a version erased meanwhile is absent."""
+        """Current state of the versions and episodes to upsert; one erased meanwhile (or an
+        episode no longer recallable) is absent."""
         ...
 
     async def record_links(self, pairs: Sequence[tuple[str, str, float]]) -> list[LinkRecord]:

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 
 from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import Unavailable
-from memory_server.memory.ports import Embedder, LinkRecord, VectorIndex, VectorRecord
+from memory_server.memory.identity import episode_partition
+from memory_server.memory.ports import (
+    Embedder,
+    LinkRecord,
+    SecretFilter,
+    VectorIndex,
+    VectorRecord,
+)
 from memory_server.outbox.links import Indexed, LinkSettings, choose_links
 from memory_server.outbox.port import Backlog, OutboxBatch, OutboxItem, OutboxRows, VectorSource
 
@@ -36,8 +43,12 @@ class OutboxWorker(Lifecycle):
         max_backoff_s: float = 60.0,
         linger_s: float = 0.5,
         links: LinkSettings | None = None,
+        redactor: SecretFilter | None = None,
     ) -> None:
         self._links = links or LinkSettings()
+        # Where messages are stored verbatim (`redact_secrets` off), an episode's text is
+        # redacted here before it is embedded: no secret reaches a vector either way.
+        self._redactor = redactor
         self._store = store
         self._index = index
         self._embedder = embedder
@@ -138,7 +149,10 @@ class OutboxWorker(Lifecycle):
             if item.op == "purge":
                 await self._send(batch, segment, sources)
                 segment = []
+                # ForgetScope: the scope's facts and its episodes (whose messages were erased
+                # or are no longer recallable).
                 await self._index.purge_scope(item.scope_hash)
+                await self._index.purge_scope(episode_partition(item.scope_hash))
             else:
                 segment.append(item)
         await self._send(batch, segment, sources)
@@ -161,7 +175,7 @@ class OutboxWorker(Lifecycle):
                 upserts.pop(item.version_id, None)
         if upserts:
             ordered = list(upserts.values())
-            vectors = await self._embedder.embed([s.text for s in ordered])
+            vectors = await self._embedder.embed(await self._texts(ordered))
             links = await self._link(batch, ordered, vectors)
             await self._index.upsert(
                 [
@@ -181,6 +195,14 @@ class OutboxWorker(Lifecycle):
         if deletes:
             await self._index.delete(sorted(deletes))
 
+    async def _texts(self, sources: Sequence[VectorSource]) -> list[str]:
+        redactor = self._redactor
+        if redactor is None or not any(s.episode for s in sources):
+            return [s.text for s in sources]
+        return await asyncio.to_thread(
+            lambda: [redactor.redact(s.text).text if s.episode else s.text for s in sources]
+        )
+
     async def _link(
         self, batch: OutboxBatch, sources: Sequence[VectorSource], vectors: list[list[float]]
     ) -> list[LinkRecord]:
@@ -190,11 +212,11 @@ class OutboxWorker(Lifecycle):
         live = [
             Indexed(s.version_id, s.scope_hash, v)
             for s, v in zip(sources, vectors, strict=True)
-            if s.superseded_at is None and s.valid_to is None
+            if s.superseded_at is None and s.valid_to is None and not s.episode
         ]
         pairs = await choose_links(self._index, live, self._links)
         written = await batch.record_links(pairs)
         closed = await batch.close_links(
-            [s.version_id for s in sources if s.superseded_at is not None]
+            [s.version_id for s in sources if s.superseded_at is not None and not s.episode]
         )
         return [*written, *closed]

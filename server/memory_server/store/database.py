@@ -64,6 +64,9 @@ class BoundedWaitPool(asyncpg.Pool):  # type: ignore[misc]
         return _BoundedAcquire(self, self._acquire_wait_s, self._acquire_wait_s)
 
 
+# The connection setting migration 0010's trigger reads.
+EPISODES_SETTING = "graphrag_memory.episodes"
+
 # Pool() takes these as required keywords; create_pool() supplies its defaults for them.
 _POOL_KEYWORDS = (
     "max_queries",
@@ -146,6 +149,9 @@ async def open_database(
         min_size=settings.db_pool_min_size,
         max_size=settings.db_pool_max_size,
         command_timeout=settings.request_timeout_seconds,
+        # Whether this server's new messages are queued for embedding as episodes (the
+        # trigger of migration 0010 reads it in the statement that stores them).
+        server_settings={EPISODES_SETTING: "on" if settings.episodes else "off"},
     )
     await pool
     stack.push_async_callback(pool.close)

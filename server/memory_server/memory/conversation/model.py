@@ -103,6 +103,9 @@ class ContextCandidates:
     unsummarized_count: int
     # Whether the scope (user + graph) has any live long-term fact: recall runs only then.
     has_facts: bool = False
+    # Whether it has messages out of this turn's window (another conversation, or turns
+    # folded into the summary): episode recall runs only then.
+    has_episodes: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +133,28 @@ class RecalledFact:
     standing: bool = False  # a standing instruction, recalled whatever the question
     valid_from: datetime | None = None  # when it was said
     event: EventTime | None = None  # the date its text speaks of
+    # Where it was learned (provenance): a context does not show this message as an episode.
+    conversation_id: str = ""
+    message_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledEpisode:
+    """A message recalled as an episode (memory.recall.episodes): what was said, when, where."""
+
+    message: StoredMessage
+    score: float  # hybrid, in [0, 1]
+    vector_score: float = 0.0
+    lexical_score: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class LongTermSection:
     facts: list[RecalledFact] = field(default_factory=list)
     degraded_reason: str = ""
+    # Messages of earlier conversations (or of this one, out of the window) the question
+    # brings up; a context shows those that fit (memory.conversation.stm).
+    episodes: list[RecalledEpisode] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +168,7 @@ class MemoryContext:
     total_tokens: int
     budget_tokens: int
     omitted_messages: int
+    episode_tokens: int = 0  # of the "From earlier conversations" section in `rendered`
 
 
 @dataclass(frozen=True, slots=True)

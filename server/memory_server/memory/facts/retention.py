@@ -3,8 +3,10 @@
 Expiry closes the fact's live version (transaction time), on the scope's actor so it never
 races with a turn's reconciliation; as-of queries before that moment still see it. A fact
 that stayed expired for `purge_after_days` more is erased with its versions, history and
-vectors. (Past `max_facts_per_scope`, the store evicts the least recently seen facts as
-new ones arrive: see FactStore.apply_batch.)
+vectors. Messages said more than `ltm_retention_days` ago stop being episodes: their vectors
+leave the index and searches no longer find them, while the conversation keeps them (its
+history is not long-term memory). (Past `max_facts_per_scope`, the store evicts the least
+recently seen facts as new ones arrive: see FactStore.apply_batch.)
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from memory_server.memory.errors import Unavailable
-from memory_server.memory.ports import FactStore, IndexOutbox, NoOutbox, ScopeExecutor
+from memory_server.memory.ports import (
+    EpisodeStore,
+    FactStore,
+    IndexOutbox,
+    NoOutbox,
+    ScopeExecutor,
+)
 from memory_server.memory.recall.seen import SeenRecorder
 
 log = logging.getLogger(__name__)
+# Messages a retention statement stops recalling at most (one transaction each).
+_EPISODE_BATCH = 10_000
 
 
 class RetentionJob:
@@ -32,8 +42,10 @@ class RetentionJob:
         purge_after_days: int = 30,
         outbox: IndexOutbox | None = None,
         seen: SeenRecorder | None = None,
+        episodes: EpisodeStore | None = None,
     ) -> None:
         self._store = store
+        self._episodes = episodes
         self._seen = seen
         self._executor = executor
         self._retention = timedelta(days=retention_days)
@@ -44,6 +56,7 @@ class RetentionJob:
         self._closed = False
         self.expired = 0
         self.purged = 0
+        self.episodes_expired = 0
 
     async def run_once(self, now: datetime | None = None) -> tuple[int, int]:
         """One pass over every scope; returns (facts expired, facts purged)."""
@@ -61,12 +74,30 @@ class RetentionJob:
                 lambda scope=scope: self._store.expire(scope, cutoff),  # type: ignore[misc]
             )
         purged = await self._store.purge_expired(now - self._purge_after)
-        if expired or purged:
-            log.info("retention: %d facts expired, %d purged", expired, purged)
+        episodes = await self._expire_episodes(cutoff)
+        if expired or purged or episodes:
+            log.info(
+                "retention: %d facts expired, %d purged, %d episodes expired",
+                expired,
+                purged,
+                episodes,
+            )
             self._outbox.facts_changed()
         self.expired += expired
         self.purged += purged
         return expired, purged
+
+    async def _expire_episodes(self, cutoff: datetime) -> int:
+        """Messages said before `cutoff` stop being episodes, a bounded batch a statement."""
+        if self._episodes is None:
+            return 0
+        total = 0
+        while (done := await self._episodes.expire_episodes(cutoff, _EPISODE_BATCH)) > 0:
+            total += done
+            if done < _EPISODE_BATCH:
+                break
+        self.episodes_expired += total
+        return total
 
     async def start(self) -> None:
         if self._task is None and not self._closed:

@@ -1,6 +1,6 @@
 """The domain's view of the outside world: small Protocols that adapters implement, one module
-per port (conversation, learning, index, facts, secrets, telemetry). Everything is re-exported
-here, so `from memory_server.memory.ports import FactStore` names any of them."""
+per port (conversation, episodes, learning, index, facts, secrets, telemetry). Everything is
+re-exported here, so `from memory_server.memory.ports import FactStore` names any of them."""
 
 from memory_server.memory.ports.conversation import (
     ConversationStore,
@@ -9,6 +9,7 @@ from memory_server.memory.ports.conversation import (
     SummaryTurn,
     TokenCounter,
 )
+from memory_server.memory.ports.episodes import EpisodeStore
 from memory_server.memory.ports.facts import Applying, FactLink, FactStore, LinkedVersion, Revise
 from memory_server.memory.ports.index import (
     AsOf,
@@ -29,6 +30,7 @@ __all__ = [
     "AsOf",
     "ConversationStore",
     "Embedder",
+    "EpisodeStore",
     "EventDates",
     "ExtractionInput",
     "Extractor",

@@ -32,6 +32,7 @@ from memory_server.memory.conversation.model import (
     StoredMessage,
 )
 from memory_server.memory.conversation.stm import (
+    EpisodeRoom,
     build_context,
     message_unit,
 )
@@ -42,15 +43,18 @@ from memory_server.memory.ports import (
     ScopeExecutor,
     SecretFilter,
 )
+from memory_server.memory.recall.episodes import EpisodeRecall
 from memory_server.memory.recall.search import Recall
 
 log = logging.getLogger(__name__)
 
 # Texts longer than this are tokenized on a worker thread, not on the event loop.
 _INLINE_TOKENIZE_CHARS = 8192
-# Scopes whose has-facts answer a server keeps (~230 bytes each by tracemalloc): only the
-# choice of recalling beside the write or after it depends on it, never what is recalled.
+# Scopes whose has-facts (and has-episodes) answer a server keeps (~230 bytes each by
+# tracemalloc): only the choice of recalling beside the write or after it depends on it, never
+# what is recalled.
 _SCOPES_REMEMBERED = 100_000
+_NOTHING = (False, False)
 
 
 async def _cancelled(task: asyncio.Future[LongTermSection] | None) -> None:
@@ -75,6 +79,7 @@ class Turns:
         recall: Recall | None = None,
         learning: Learning | None = None,
         redactor: SecretFilter | None = None,
+        episodes: EpisodeRecall | None = None,
     ) -> None:
         self._store = store
         # Secrets in a message are replaced by typed placeholders before it is stored (None:
@@ -83,9 +88,12 @@ class Turns:
         # Long-term memory: None without it (memory_config's long-term part off).
         self._recall = recall
         self._learning = learning
-        # Scopes whose last turn found live facts (or not): a turn in a scope known to have
-        # facts starts recall beside its write, instead of after it (`start_turn`).
-        self._has_facts: OrderedDict[Scope, bool] = OrderedDict()
+        # Episodes (messages recalled across conversations): None when `episodes` is off.
+        self._episodes = episodes
+        # Whether a scope's last turn found live facts, and messages to recall as episodes: a
+        # turn in a scope known to have them starts recall beside its write, instead of after
+        # it (`start_turn`).
+        self._has_memory: OrderedDict[Scope, tuple[bool, bool]] = OrderedDict()
         self._executor = executor
         # Short-term memory: the budget and its counter are the compactor's, so a context and
         # the folds that keep it in budget count the same tokens.
@@ -170,22 +178,32 @@ class Turns:
             return outcome, candidates
 
         # Recall embeds the question as stored: a secret in it never reaches the embedder.
-        # In a scope whose last turn had live facts, recall runs beside the write (it reads
-        # only the question and the facts); elsewhere it waits for the write's answer, so a
-        # scope without facts never embeds anything.
+        # In a scope whose last turn had live facts (or episodes), recall runs beside the
+        # write (it reads only the question and the facts); elsewhere it waits for the write's
+        # answer, so a scope without either never embeds anything.
+        known = self._has_memory.get(scope, _NOTHING)
         recall = None
-        if self._recall is not None and self._has_facts.get(scope, False):
+        if any(known):
             recall = asyncio.ensure_future(
-                self._recall.recall(scope, message.content, timeout_s=timeout_s)
+                self._long_term(scope, message.content, known, timeout_s=timeout_s)
             )
         try:
             outcome, candidates = await self._executor.run(scope, job)
         except BaseException:
             await _cancelled(recall)
             raise
-        self._note_facts(scope, candidates.has_facts)
+        has = (candidates.has_facts, candidates.has_episodes)
+        self._note_memory(scope, has)
+        if has != known:  # facts or episodes came or went since the last turn: recall anew
+            await _cancelled(recall)
+            recall = None
         context = await self._assemble(
-            scope, candidates, message.content, recall, timeout_s=timeout_s
+            scope,
+            candidates,
+            message.content,
+            recall,
+            before_seq=outcome.messages[0].seq,
+            timeout_s=timeout_s,
         )
         return StartedTurn(outcome.messages[0], context, outcome.conversation_created)
 
@@ -294,11 +312,37 @@ class Turns:
         context = await self._assemble(scope, candidates, question, seen=False, timeout_s=timeout_s)
         return context, candidates.conversation_exists
 
-    def _note_facts(self, scope: Scope, has_facts: bool) -> None:
-        self._has_facts[scope] = has_facts
-        self._has_facts.move_to_end(scope)
-        if len(self._has_facts) > _SCOPES_REMEMBERED:
-            self._has_facts.popitem(last=False)
+    def _note_memory(self, scope: Scope, has: tuple[bool, bool]) -> None:
+        self._has_memory[scope] = has
+        self._has_memory.move_to_end(scope)
+        if len(self._has_memory) > _SCOPES_REMEMBERED:
+            self._has_memory.popitem(last=False)
+
+    async def _long_term(
+        self,
+        scope: Scope,
+        question: str,
+        has: tuple[bool, bool],
+        *,
+        seen: bool = True,
+        timeout_s: float | None = None,
+    ) -> LongTermSection:
+        """The facts (when the scope `has` live ones) and the episode candidates (when it has
+        messages out of the window) the question brings up, both at once. Neither raises:
+        each degrades to nothing."""
+        has_facts, has_episodes = has
+        facts = None
+        if has_facts and self._recall is not None:
+            facts = self._recall.recall(scope, question, seen=seen, timeout_s=timeout_s)
+        episodes = None
+        if has_episodes and self._episodes is not None:
+            episodes = self._episodes.recall(scope, question, timeout_s=timeout_s)
+        if facts is None:
+            return LongTermSection(episodes=await episodes if episodes is not None else [])
+        if episodes is None:
+            return await facts
+        section, found = await asyncio.gather(facts, episodes)
+        return replace(section, episodes=found)
 
     async def _assemble(
         self,
@@ -307,21 +351,29 @@ class Turns:
         question: str,
         recall: asyncio.Future[LongTermSection] | None = None,
         *,
+        before_seq: int | None = None,
         seen: bool = True,
         timeout_s: float | None = None,
     ) -> MemoryContext:
+        """`recall`: started ahead with what the scope had then (the caller passes it only
+        when that is what it has now)."""
         long_term = LongTermSection()
-        # A scope without live facts skips recall entirely: no embedding, no index, no model.
-        if self._recall is not None and candidates.has_facts:
+        has = (candidates.has_facts, candidates.has_episodes)
+        # A scope with neither live facts nor episodes skips recall entirely: no embedding, no
+        # index, no model.
+        if recall is not None or any(has):
             try:
                 long_term = await (
-                    recall or self._recall.recall(scope, question, seen=seen, timeout_s=timeout_s)
+                    recall or self._long_term(scope, question, has, seen=seen, timeout_s=timeout_s)
                 )
             except BaseException:
                 await _cancelled(recall)
                 raise
-        else:
-            await _cancelled(recall)  # its facts are gone since the last turn
+        room = EpisodeRoom()
+        if self._episodes is not None:
+            room = EpisodeRoom(
+                self._episodes.settings.top_k, self._episodes.settings.context_tokens
+            )
         return build_context(
             counter=self.compactor.counter,
             budget=self.compactor.budget,
@@ -329,4 +381,6 @@ class Turns:
             newest_first=candidates.newest_first,
             unsummarized_count=candidates.unsummarized_count,
             long_term=long_term,
+            episode_room=room,
+            before_seq=before_seq,
         )

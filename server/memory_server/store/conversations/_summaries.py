@@ -54,6 +54,12 @@ SELECT (SELECT id FROM conversation) AS conversation_pk, {_SUMMARY_COLUMNS},
        EXISTS (SELECT 1 FROM fact_versions v JOIN scopes s ON s.id = v.scope_id
                WHERE s.username = $1 AND s.graphname = $2
                  AND v.superseded_at IS NULL AND v.valid_to IS NULL) AS has_facts,
+       -- Whether messages out of this turn's window may be recalled as episodes: another
+       -- conversation of the scope, or turns of this one already folded into its summary.
+       (EXISTS (SELECT 1 FROM conversations c2 JOIN scopes s ON s.id = c2.scope_id
+                WHERE s.username = $1 AND s.graphname = $2
+                  AND c2.id IS DISTINCT FROM (SELECT id FROM conversation))
+        OR (SELECT through_seq FROM summary) IS NOT NULL) AS has_episodes,
        u.*
 FROM (SELECT 1) AS one
 LEFT JOIN summary ON true
@@ -116,14 +122,14 @@ class ConversationSummaries:
             timeout=timeout_s,
         )
         first = rows[0]
-        has_facts = bool(first["has_facts"])
+        has = {"has_facts": bool(first["has_facts"]), "has_episodes": bool(first["has_episodes"])}
         if first["conversation_pk"] is None:
-            return ContextCandidates(False, None, [], 0, has_facts)
+            return ContextCandidates(False, None, [], 0, **has)
         summary = _summary(first)
         if first["seq"] is None:
-            return ContextCandidates(True, summary, [], 0, has_facts)
+            return ContextCandidates(True, summary, [], 0, **has)
         return ContextCandidates(
-            True, summary, [read_message(r) for r in rows], int(first["unsummarized"]), has_facts
+            True, summary, [read_message(r) for r in rows], int(first["unsummarized"]), **has
         )
 
     async def unsummarized(

@@ -16,6 +16,12 @@ from datetime import timedelta
 
 import asyncpg
 
+from memory_server.memory.identity import (
+    EPISODE_PARTITION_SUFFIX,
+    episode_partition,
+    episode_seq,
+    episode_vector_id,
+)
 from memory_server.memory.ports import AsOf, LinkRecord
 from memory_server.outbox.port import Backlog, OutboxItem, VectorSource
 from memory_server.store.facts._links import close_links, record_links
@@ -46,17 +52,41 @@ class ClaimedRows:
         self.items = items
 
     async def sources(self) -> dict[str, VectorSource]:
-        ids = [uuid.UUID(i.version_id) for i in self.items if i.op == "upsert"]
-        if not ids:
-            return {}
-        rows = await self._conn.fetch(
-            """SELECT v.id, s.scope_hash, v.text, v.valid_from, v.valid_to, v.recorded_at,
-                      v.superseded_at
-               FROM fact_versions v JOIN scopes s ON s.id = v.scope_id
-               WHERE v.id = ANY($1::uuid[])""",
-            ids,
-        )
-        return {str(r["id"]): _source(r, "id") for r in rows}
+        upserts = [i for i in self.items if i.op == "upsert"]
+        ids = [uuid.UUID(i.version_id) for i in upserts if i.kind == "fact"]
+        seqs = [episode_seq(i.version_id) for i in upserts if i.kind == "episode"]
+        found: dict[str, VectorSource] = {}
+        if ids:
+            rows = await self._conn.fetch(
+                """SELECT v.id, s.scope_hash, v.text, v.valid_from, v.valid_to, v.recorded_at,
+                          v.superseded_at
+                   FROM fact_versions v JOIN scopes s ON s.id = v.scope_id
+                   WHERE v.id = ANY($1::uuid[])""",
+                ids,
+            )
+            found.update((str(r["id"]), _source(r, "id")) for r in rows)
+        if seqs:
+            # An episode is valid and recorded from when it was said; erasure removes it
+            # rather than closing it (memory.identity.episode_partition: its own partition).
+            rows = await self._conn.fetch(
+                """SELECT m.seq, s.scope_hash, m.content, m.created_at FROM messages m
+                   JOIN scopes s ON s.id = m.scope_id
+                   WHERE m.seq = ANY($1::bigint[]) AND m.recallable""",
+                seqs,
+            )
+            for r in rows:
+                vector_id = episode_vector_id(r["seq"])
+                found[vector_id] = VectorSource(
+                    vector_id,
+                    episode_partition(r["scope_hash"]),
+                    r["content"],
+                    r["created_at"],
+                    None,
+                    r["created_at"],
+                    None,
+                    episode=True,
+                )
+        return found
 
     async def record_links(self, pairs: Sequence[tuple[str, str, float]]) -> list[LinkRecord]:
         """See store.facts._links.record_links; committed with the batch."""
@@ -98,7 +128,7 @@ class VectorOutbox(OnPool):
         async with self._pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
                 """WITH claimed AS (
-                       SELECT id, scope_hash, op, version_id, attempts FROM vector_outbox
+                       SELECT id, scope_hash, op, version_id, attempts, kind FROM vector_outbox
                        WHERE next_attempt_at <= now() ORDER BY id LIMIT $1
                        FOR UPDATE SKIP LOCKED)
                    SELECT c.* FROM claimed c
@@ -114,7 +144,12 @@ class VectorOutbox(OnPool):
     async def pending_sources(self, scope_hash: str, as_of: AsOf, limit: int) -> list[VectorSource]:
         """The scope's versions whose upsert is still in the outbox and that are believed at
         the as-of point (the index's own predicate), one row each: what a search must score
-        itself to find a write the index has not seen yet."""
+        itself to find a write the index has not seen yet. For an episode partition, the
+        scope's messages waiting (memory.identity.episode_partition)."""
+        if scope_hash.endswith(EPISODE_PARTITION_SUFFIX):
+            return await self._pending_episodes(
+                scope_hash.removesuffix(EPISODE_PARTITION_SUFFIX), as_of, limit
+            )
         rows = await self._pool.fetch(
             """SELECT DISTINCT ON (o.version_id) o.id, v.id AS version_id, o.scope_hash, v.text,
                       v.valid_from, v.valid_to, v.recorded_at, v.superseded_at
@@ -133,6 +168,38 @@ class VectorOutbox(OnPool):
             limit,
         )
         return [_source(r, "version_id") for r in rows]
+
+    async def _pending_episodes(
+        self, scope_hash: str, as_of: AsOf, limit: int
+    ) -> list[VectorSource]:
+        rows = await self._pool.fetch(
+            """SELECT DISTINCT ON (o.version_id) o.id, m.seq, m.content, m.created_at
+               FROM vector_outbox o JOIN messages m ON m.seq = episode_seq_of(o.version_id)
+               WHERE o.scope_hash = $1 AND o.op = 'upsert' AND o.kind = 'episode'
+                 AND m.recallable
+                 AND m.created_at <= COALESCE($2::timestamptz, now())
+                 AND m.created_at <= COALESCE($3::timestamptz, now())
+               ORDER BY o.version_id, o.id
+               LIMIT $4""",
+            scope_hash,
+            as_of.transaction_time,
+            as_of.valid_time,
+            limit,
+        )
+        partition = episode_partition(scope_hash)
+        return [
+            VectorSource(
+                episode_vector_id(r["seq"]),
+                partition,
+                r["content"],
+                r["created_at"],
+                None,
+                r["created_at"],
+                None,
+                episode=True,
+            )
+            for r in rows
+        ]
 
     async def backlog(self) -> Backlog:
         """The rows waiting and the age of the oldest: the vector index's lag. One cheap

@@ -212,7 +212,14 @@ class FactWrites(OnPool):
                 scope.scope_hash,
             )
             messages = 0
-            if include_messages:
+            if not include_messages:
+                # The purge row erases the scope's episodes too: messages kept for the
+                # history are no longer recalled (migration 0010).
+                await conn.execute(
+                    "UPDATE messages SET recallable = false WHERE scope_id = $1 AND recallable",
+                    scope_id,
+                )
+            else:
                 messages = await conn.fetchval(
                     "SELECT count(*) FROM messages WHERE scope_id = $1", scope_id
                 )

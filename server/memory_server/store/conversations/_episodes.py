@@ -1,0 +1,128 @@
+"""Episodes (migration 0010): a scope's messages as long-term memory. Their lexical matches
+and the messages themselves for episode search, and retention, which stops recalling messages
+past `ltm_retention_days` (their rows stay in the conversation's history)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+from memory_server.memory.conversation.model import StoredMessage
+from memory_server.memory.identity import Scope
+from memory_server.memory.ports import AsOf
+from memory_server.store.conversations._sql import MESSAGE_COLUMNS, read_message
+
+# A message is an episode believed at the as-of point ($v valid time, $t transaction time;
+# NULL: now) once it was said: it is valid and recorded from its created_at, and never closed
+# (erasure removes it instead).
+_EPISODE = """m.recallable AND m.role IN ('user', 'assistant')
+    AND m.created_at <= COALESCE({t}, now()) AND m.created_at <= COALESCE({v}, now())"""
+_SCOPE_ID = "(SELECT id FROM scopes WHERE username = $1 AND graphname = $2)"
+_LEXICAL_EPISODE = _EPISODE.format(v="$5::timestamptz", t="$6::timestamptz")
+
+# The idf-weighted share of the query's distinct stemmed words a message holds, in (0, 1], as
+# the facts' lexical signal scores versions (store/facts/_reads.py LEXICAL_STATEMENT), over
+# the scope's episodes believed at the as-of point.
+EPISODE_LEXICAL = f"""
+        WITH w AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words),
+        q AS MATERIALIZED (
+            SELECT words,
+                   CASE WHEN cardinality(words) > 0
+                        THEN to_tsquery('english', array_to_string(words, ' | ')) END AS tsq
+            FROM w
+        ),
+        matched AS MATERIALIZED (
+            SELECT m.seq,
+                   tsvector_to_array(ts_filter(setweight(m.lexemes, 'A', q.words), '{{a}}'))
+                       AS hits
+            FROM messages m, q
+            WHERE m.scope_id = {_SCOPE_ID} AND m.lexemes @@ q.tsq AND {_LEXICAL_EPISODE}
+        ),
+        n AS (
+            SELECT count(*)::float8 AS n FROM messages m
+            WHERE m.scope_id = {_SCOPE_ID} AND {_LEXICAL_EPISODE}
+        ),
+        df AS MATERIALIZED (
+            SELECT w, (SELECT count(*) FROM matched m WHERE w = ANY(m.hits)) AS df
+            FROM q, unnest(q.words) w
+        ),
+        idf AS (
+            SELECT d.w, ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM df d, n
+        ),
+        total AS (SELECT sum(idf) AS idf FROM idf)
+        SELECT m.seq,
+               least(1.0, (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE i.w = ANY(m.hits))
+                          / total.idf) AS coverage
+        FROM matched m, total
+        ORDER BY coverage DESC, m.seq DESC
+        LIMIT $4
+        """
+
+# Retention: at most $2 recallable messages older than $1 stop being episodes, and their
+# vectors leave the index (one delete row each, in the same statement).
+_EXPIRE = """
+WITH old AS (
+    SELECT seq FROM messages WHERE recallable AND created_at < $1 ORDER BY created_at LIMIT $2
+),
+expired AS (
+    UPDATE messages m SET recallable = false FROM old WHERE m.seq = old.seq
+    RETURNING m.seq, m.scope_id, m.role
+),
+queued AS (
+    INSERT INTO vector_outbox (scope_hash, op, version_id, kind)
+    SELECT s.scope_hash, 'delete', memory_episode_id(e.seq), 'episode'
+    FROM expired e JOIN scopes s ON s.id = e.scope_id
+    WHERE e.role IN ('user', 'assistant')
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM expired) AS expired, (SELECT count(*) FROM queued) AS queued
+"""
+
+
+class ConversationEpisodes:
+    _pool: asyncpg.Pool
+
+    async def episode_lexical(
+        self, scope: Scope, query: str, k: int, as_of: AsOf, *, timeout_s: float | None = None
+    ) -> list[tuple[int, float]]:
+        """(seq, coverage) of the scope's episodes sharing words with the query, best first."""
+        rows = await self._pool.fetch(
+            EPISODE_LEXICAL,
+            scope.username,
+            scope.graphname,
+            query,
+            k,
+            as_of.valid_time,
+            as_of.transaction_time,
+            timeout=timeout_s,
+        )
+        return [(int(r["seq"]), float(r["coverage"])) for r in rows]
+
+    async def episodes(
+        self, scope: Scope, seqs: Sequence[int], as_of: AsOf, *, timeout_s: float | None = None
+    ) -> list[StoredMessage]:
+        """The given messages that are episodes of the scope believed at `as_of`."""
+        if not seqs:
+            return []
+        believed = _EPISODE.format(v="$4::timestamptz", t="$5::timestamptz")
+        rows = await self._pool.fetch(
+            f"""SELECT {MESSAGE_COLUMNS} FROM messages m
+                JOIN conversations c ON c.id = m.conversation_pk
+                WHERE m.scope_id = {_SCOPE_ID} AND m.seq = ANY($3::bigint[]) AND {believed}""",
+            scope.username,
+            scope.graphname,
+            list(seqs),
+            as_of.valid_time,
+            as_of.transaction_time,
+            timeout=timeout_s,
+        )
+        return [read_message(r) for r in rows]
+
+    async def expire_episodes(self, cutoff: datetime, limit: int = 10_000) -> int:
+        """Messages said before `cutoff` are no longer recalled (at most `limit` a call);
+        returns how many."""
+        row = await self._pool.fetchrow(_EXPIRE, cutoff, limit)
+        assert row is not None
+        return int(row["expired"])

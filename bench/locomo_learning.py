@@ -25,7 +25,7 @@ from typing import Any
 
 import grpc
 from latency import calls_summary
-from locomo_data import DEFAULT_DATA, Conversation, Question, load
+from locomo_data import DEFAULT_DATA, Conversation, load
 from locomo_feed import (
     GRAPHNAME,
     Extras,
@@ -37,13 +37,13 @@ from locomo_feed import (
     wait_until_learned,
 )
 from locomo_learning_scoring import (
-    Ranked,
     name_free,
     observation_table,
     print_report,
     recall_table,
 )
 from locomo_recall import REFERENCE, ask_all, ingest, wait_for_index
+from locomo_recalled import ask_recalled, by_conversation
 from reporting import Progress, run_meta, server_outcome, write_report
 from rpc import PROBE_TOP_K, bounded
 from serverproc import BenchServer, serving
@@ -140,49 +140,6 @@ async def learned_facts(
     return out
 
 
-async def ask_learned(
-    stub: pb_grpc.MemoryServiceStub,
-    conversations: Sequence[Conversation],
-    side_facts: dict[str, list[tuple[Side, dict[str, tuple[frozenset[str], str]]]]],
-    top_k: int,
-    concurrency: int,
-) -> tuple[list[tuple[Question, Ranked]], list[tuple[Question, Ranked]]]:
-    """Each question in both speakers' scopes, the results merged by score (both scopes score
-    the same way); ranked by every version's provenance and by the live version's."""
-    jobs = [(c, q) for c in conversations for q in c.questions]
-    every: dict[tuple[str, int], Ranked] = {}
-    live_only: dict[tuple[str, int], Ranked] = {}
-    progress = Progress("search", len(jobs))
-
-    async def ask(job: tuple[Conversation, Question]) -> None:
-        conversation, question = job
-        hits: list[tuple[float, frozenset[str], str]] = []
-        for side, facts in side_facts[conversation.sample_id]:
-            response = await stub.SearchFacts(
-                pb.SearchFactsRequest(
-                    username=side.username,
-                    graphname=GRAPHNAME,
-                    query=question.text,
-                    top_k=top_k,
-                    threshold=0,
-                )
-            )
-            for r in response.results:
-                turns, live_turn = facts.get(r.fact.fact_id, (frozenset(), ""))
-                hits.append((r.score, turns, live_turn))
-        hits.sort(key=lambda h: -h[0])
-        key = (conversation.sample_id, question.index)
-        every[key] = [h[1] for h in hits]
-        live_only[key] = [frozenset({h[2]}) if h[2] else frozenset() for h in hits]
-        progress.step()
-
-    await bounded(jobs, concurrency, ask)
-    return (
-        [(q, every[(c.sample_id, q.index)]) for c, q in jobs],
-        [(q, live_only[(c.sample_id, q.index)]) for c, q in jobs],
-    )
-
-
 async def match_observations(
     stub: pb_grpc.MemoryServiceStub,
     conversations: Sequence[Conversation],
@@ -259,8 +216,8 @@ async def run(
             side_facts.setdefault(f.side.sample_id, []).append(
                 (f.side, await learned_facts(stub, f))
             )
-        every, live_only = await ask_learned(
-            stub, conversations, side_facts, args.ks[-1], args.search_concurrency
+        recalled = await ask_recalled(
+            stub, conversations, side_facts, fed, args.ks[-1], args.search_concurrency
         )
         best = await match_observations(
             stub, conversations, extras, side_facts, args.search_concurrency
@@ -278,8 +235,17 @@ async def run(
     user_turns = sum(len(f.start_s) for f in fed)
     live = sum(len(facts) for pairs in side_facts.values() for _, facts in pairs)
     learned = metrics.get("graphrag_memory_learning_duration_seconds_count", 0.0)
-    out["recall"] = recall_table(every, args.ks)
-    out["recall_live_version"] = recall_table(live_only, args.ks)
+    tables = {
+        "recall": recalled.combined,
+        "recall_facts": recalled.facts,
+        "recall_live_version": recalled.facts_live,
+        "recall_episodes": recalled.episodes,
+    }
+    for key, results in tables.items():
+        out[key] = recall_table(results, args.ks)
+    out["recall_at_10_by_conversation"] = {
+        key: by_conversation(conversations, results, 10) for key, results in tables.items()
+    }
     out["learning"] = {
         "user_turns": user_turns,
         "turn_pairs": sum(len(f.complete_s) for f in fed),
@@ -352,9 +318,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "speaker's turns by StartTurn, the other's reply by CompleteTurn, a session's "
             "leading reply by AppendMessages; one conversation per session; created_at = the "
             "session's time + 1 s per turn",
-            "metric": "turn Recall@k = evidence turns in the provenance of the top k facts "
-            "(both speakers' scopes merged by score) / evidence turns, averaged over category "
-            "1-4 questions with evidence (percent, ± standard error)",
+            "metric": "turn Recall@k = evidence turns among the turns the top k hits come "
+            "from / evidence turns, averaged over category 1-4 questions with evidence "
+            "(percent, ± standard error); recall: facts (provenance) and episodes (their own "
+            "message) of both speakers' scopes merged by score, each turn's episode once; "
+            "recall_facts / recall_episodes: each alone",
             "target_R@10": TARGET_R10,
             "target_observation_match_pct": TARGET_OBSERVATIONS,
         },

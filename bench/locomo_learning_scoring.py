@@ -84,8 +84,13 @@ def _row(group: str, row: dict[str, Any], ks: Sequence[int]) -> str:
 def print_report(report: dict[str, Any], ks: Sequence[int]) -> None:
     head = f"{'category':<16}{'questions':>10}" + "".join(f"{f'R@{k} ± se':>14}" for k in ks)
     for title, key in (
-        ("learning path (StartTurn/CompleteTurn), provenance = every version's message", "recall"),
-        ("learning path, provenance = the live version's message only", "recall_live_version"),
+        ("learning path (StartTurn/CompleteTurn): facts and episodes, merged by score", "recall"),
+        ("learning path, facts only, provenance = every version's message", "recall_facts"),
+        (
+            "learning path, facts only, provenance = the live version's message",
+            "recall_live_version",
+        ),
+        ("learning path, episodes only", "recall_episodes"),
         ("AddFact per turn (bench/locomo_recall.py's ingest), same server", "recall_addfact"),
     ):
         table = report.get(key)
@@ -94,6 +99,8 @@ def print_report(report: dict[str, Any], ks: Sequence[int]) -> None:
         print(f"\n{title}\n{head}\n" + "-" * len(head))
         for group, row in table.items():
             print(_row(group, row, ks))
+    for key, folds in report.get("recall_at_10_by_conversation", {}).items():
+        print(f"R@10 by conversation, {key}: " + ", ".join(f"{c} {v}" for c, v in folds.items()))
     learn = report["learning"]
     print(
         f"\nfed {learn['user_turns']} user turns ({learn['turn_pairs']} StartTurn/CompleteTurn "

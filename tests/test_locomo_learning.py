@@ -83,6 +83,12 @@ def _check(report: dict[str, Any], extractor_prefix: str) -> None:
     recall = report["recall"]["all"]
     assert recall["questions"] == 2  # category 5 is not asked
     assert recall["R@10"] == 100.0 and recall["R@10_se"] == 0.0
+    # Facts and episodes each: the two facts' turns, and every turn said as an episode.
+    assert report["recall_facts"]["all"]["R@10"] == 100.0
+    episodes = report["recall_episodes"]["all"]
+    assert (episodes["questions"], episodes["R@1"], episodes["R@10"]) == (2, 100.0, 100.0)
+    folds = report["recall_at_10_by_conversation"]
+    assert list(folds["recall"].values()) == [100.0]
     observations = report["observations"]
     assert observations["observations"] == 2
     assert observations["matched_at_cosine_0.5_pct"] == 100.0

@@ -2,9 +2,11 @@
 
 Scenarios (N = --concurrency workers, closed loop, one grpc.aio channel, as in loadgen.py):
 
-- `seed`: AddFact --facts facts into each of --scopes scopes, then wait for the vector index
-  (SearchFacts for each scope's last fact until it has a vector_score, then until the outbox
-  is empty; the index must then hold every vector).
+- `seed`: AddFact --facts facts into each of --scopes scopes, and an earlier conversation of
+  --seed-turns turns in each (AppendMessages: the user says one of its facts, the assistant
+  acknowledges; with episodes on, a turn's recall then searches them), then wait for the
+  vector index (SearchFacts for each scope's last fact until it has a vector_score, then until
+  the outbox is empty; the index must then hold every fact's vector).
 - `floor`: in this process, no gRPC: embed the question with the server's own EmbeddingPool +
   MiniLMBackend (same batch settings) and run one indexed PostgreSQL query (the worker's scope
   id by its unique (username, graphname) key) on the server's database through an asyncpg
@@ -85,6 +87,10 @@ async def drive_seed(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
     await asyncio.gather(*(add(users[s], texts[s][k]) for k in range(opts.facts)
                            for s in range(opts.scopes)))  # fmt: skip
     added_s = time.perf_counter() - began
+    await asyncio.gather(
+        *(earlier_conversation(stub, user, facts[: opts.seed_turns])
+          for user, facts in zip(users, texts, strict=True))
+    )  # fmt: skip
 
     last = [Stored(user, GRAPH, facts[-1]) for user, facts in zip(users, texts, strict=True)]
     await wait_indexed(stub, last, INDEX_WAIT_S, poll_s=0.5)
@@ -97,7 +103,12 @@ async def drive_seed(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
             time.monotonic() < deadline
         ):
             await asyncio.sleep(0.5)
-        vectors = await conn.fetchval("SELECT count(*) FROM memory_vectors")
+        vectors = await conn.fetchval(
+            "SELECT count(*) FROM memory_vectors WHERE scope_hash NOT LIKE '%/episodes'"
+        )
+        episodes = await conn.fetchval(
+            "SELECT count(*) FROM memory_vectors WHERE scope_hash LIKE '%/episodes'"
+        )
         live = await conn.fetchval(
             "SELECT count(*) FROM fact_versions WHERE superseded_at IS NULL AND valid_to IS NULL"
         )
@@ -121,8 +132,22 @@ async def drive_seed(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
             "indexed_s": round(time.perf_counter() - began, 1),
             "live_facts": live,
             "vectors": vectors,
+            "episode_vectors": episodes,
         }
     )
+
+
+async def earlier_conversation(stub: pb_grpc.MemoryServiceStub, user: str, said: list[str]) -> None:
+    """A conversation before the measured ones: the user states each text, the assistant
+    acknowledges it."""
+    messages = []
+    for text in said:
+        messages.append(pb.NewMessage(role=pb.ROLE_USER, content=f"Remember this: {text}."))
+        messages.append(pb.NewMessage(role=pb.ROLE_ASSISTANT, content="Noted, I will."))
+    request = pb.AppendMessagesRequest(
+        username=user, graphname=GRAPH, conversation_id="earlier", messages=messages
+    )
+    await stub.AppendMessages(request, timeout=60)
 
 
 async def measure(
@@ -225,6 +250,7 @@ async def drive_turns(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
     await seed(channel, convs, opts.seed_turns)
     qs = questions()
     recalled: list[int] = []
+    episodes: list[int] = []
     standing: list[int] = []
     tokens: list[int] = []
     degraded = 0
@@ -236,6 +262,7 @@ async def drive_turns(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
         reply = await stub.StartTurn(request, timeout=30)
         ltm = reply.context.long_term
         recalled.append(len(ltm.facts))
+        episodes.append(len(ltm.episodes))
         standing.append(sum(1 for f in ltm.facts if f.standing))
         tokens.append(reply.context.total_tokens)
         degraded += ltm.degraded
@@ -244,6 +271,7 @@ async def drive_turns(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
         n = max(1, len(recalled))
         return {
             "mean_recalled_facts": round(sum(recalled) / n, 2),
+            "mean_recalled_episodes": round(sum(episodes) / n, 2),
             "mean_standing_facts": round(sum(standing) / n, 2),
             "turns_with_relevant_facts": round(
                 sum(1 for r, s in zip(recalled, standing, strict=True) if r > s) / n, 3

@@ -2,12 +2,18 @@
 PostgreSQL query, measured in the same run at the same concurrency. See bench/README.md.
 
     .venv/bin/python bench/recall_turns.py [--duration-s 10] [--concurrency 1,16,64]
-        [--facts 1000] [--scopes 16] [--json-out bench/results/recall_turns.json]
+        [--facts 1000] [--scopes 16] [--episodes-ab] [--json-out bench/results/recall_turns.json]
+
+--episodes-ab runs every phase twice in the one run, on a server with episodes (the default)
+and on one with `--episodes=false`, and adds what episodes cost a turn: texts embedded per
+StartTurn, an ingest of turns until indexed (bench/episode_cost.py) and the ratio of the two
+servers' StartTurn p50 and p99.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import subprocess
 import sys
@@ -17,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from episode_cost import counters, ingest, per_turn
+from locomo_feed import metrics_url
 from phases import run_driver
-from recall_load import RecallOptions
+from recall_load import RecallOptions, usernames
 from reporting import (
     find_phase,
     fmt,
@@ -45,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed-turns", type=int, default=10, help="prior turns per conversation")
     p.add_argument("--phases", default=",".join(PHASES), help="which phases, comma-separated")
     p.add_argument("--server-arg", action="append", default=[], help="extra server flag")
+    p.add_argument("--episodes-ab", action="store_true", help="with and without episodes")
+    p.add_argument("--ingest-turns", type=int, default=20, help="per scope, --episodes-ab")
     p.add_argument("--profile-dir", type=Path, help="py-spy the server in each recall window")
     p.add_argument("--json-out", type=Path, default=Path("bench/results/recall_turns.json"))
     # Internal: run one scenario as the driver (its own process).
@@ -118,7 +128,67 @@ def print_report(report: dict[str, Any]) -> None:
             for base in ("floor", "floor-knn", "stm", "health")
         ]
         print(f"  {r['concurrency']:>3} in flight: " + "; ".join(parts))
+    for r in report["episodes_ab"]:
+        print(
+            f"  episodes on / off, {r['concurrency']:>3} in flight: StartTurn p50 "
+            f"{fmt(r['p50_ms'][0])} / {fmt(r['p50_ms'][1])} ms ({fmt(r['p50_ratio'])}x), p99 "
+            f"{fmt(r['p99_ms'][0])} / {fmt(r['p99_ms'][1])} ms ({fmt(r['p99_ratio'])}x); texts "
+            f"embedded per StartTurn {r['texts_embedded_per_start_turn']}"
+        )
+    for name, run in report["runs"].items():
+        if run["ingest"]:
+            print(f"  ingest, {name}: {run['ingest']}")
     print_server_outcome(report)
+
+
+def run_server(
+    args: argparse.Namespace, server_args: list[str], plan: list[tuple[str, int]]
+) -> dict[str, Any]:
+    """Seed, then the plan's phases, on one server; with --episodes-ab also texts embedded per
+    StartTurn in each phase and an ingest of turns until indexed."""
+    phases: list[dict[str, Any]] = []
+    ingested: dict[str, Any] = {}
+    with serving([*server_args, "--metrics-address=127.0.0.1:0"]) as server:
+        url = metrics_url(list(server.log))
+        dsn = server.dsn()
+        print("seeding ...", file=sys.stderr, flush=True)
+        seeded = run_phase(server, args, dsn, "seed", args.scopes)
+        print(f"seeded: {seeded}", file=sys.stderr, flush=True)
+        for scenario, n in plan:
+            print(f"phase {scenario} @ {n} ...", file=sys.stderr, flush=True)
+            before = counters(url)
+            phase = run_phase(server, args, dsn, scenario, n)
+            phases.append(
+                phase | {"texts_embedded_per_start_turn": per_turn(before, counters(url))}
+            )
+        if args.episodes_ab:
+            users = usernames(args.tag, "facts", args.scopes)
+            ingested = asyncio.run(ingest(server.address, url, users, args.ingest_turns))
+    return {
+        "server_args": server_args,
+        "seed": {k: v for k, v in seeded.items() if k not in ("event", "scenario")},
+        "phases": phases,
+        "ratios": ratios(phases, [n for _, n in plan if _ == "recall"]),
+        "ingest": ingested,
+        "server": server_outcome(server),
+    }
+
+
+def episodes_ab(on: dict[str, Any], off: dict[str, Any], levels: list[int]) -> list[dict[str, Any]]:
+    """StartTurn (recall) with episodes ÷ without, per concurrency, and texts embedded."""
+    rows = []
+    for n in levels:
+        a, b = find_phase(on["phases"], "recall", n), find_phase(off["phases"], "recall", n)
+        row: dict[str, Any] = {"concurrency": n}
+        for q in ("p50_ms", "p99_ms"):
+            row[q] = [only(a).get(q), only(b).get(q)]
+            row[f"{q[:3]}_ratio"] = ratio(only(a).get(q), only(b).get(q))
+        row["texts_embedded_per_start_turn"] = [
+            (a or {}).get("texts_embedded_per_start_turn"),
+            (b or {}).get("texts_embedded_per_start_turn"),
+        ]
+        rows.append(row)
+    return rows
 
 
 def main() -> None:
@@ -135,8 +205,6 @@ def main() -> None:
     args.tag = uuid.uuid4().hex[:8]
     wanted = args.phases.split(",")
     plan = [(p, n) for n in levels for p in PHASES if p in wanted]
-    phases: list[dict[str, Any]] = []
-    seeded: dict[str, Any] = {}
     load_before = os.getloadavg()
     # The phases cycle through 64 questions: the server's embedding cache would answer all but
     # the first 64, which real questions would not, so it is off (the floor has none either).
@@ -146,14 +214,10 @@ def main() -> None:
         *args.server_arg,
     ]
     started = time.time()
-    with serving(server_args) as server:
-        dsn = server.dsn()
-        print("seeding ...", file=sys.stderr, flush=True)
-        seeded = run_phase(server, args, dsn, "seed", args.scopes)
-        print(f"seeded: {seeded}", file=sys.stderr, flush=True)
-        for scenario, n in plan:
-            print(f"phase {scenario} @ {n} ...", file=sys.stderr, flush=True)
-            phases.append(run_phase(server, args, dsn, scenario, n))
+    runs = {"episodes": run_server(args, server_args, plan)}
+    if args.episodes_ab:
+        runs["no episodes"] = run_server(args, [*server_args, "--episodes=false"], plan)
+    first = runs["episodes"]
     report = {
         "meta": {
             **run_meta(started),
@@ -163,10 +227,9 @@ def main() -> None:
             "args": {k: str(v) for k, v in vars(args).items() if k not in ("drive", "dsn")},
             "layout": f"worker i: own conversation in scope i mod {args.scopes}",
         },
-        "seed": {k: v for k, v in seeded.items() if k not in ("event", "scenario")},
-        "phases": phases,
-        "ratios": ratios(phases, levels),
-        "server": server_outcome(server),
+        **first,
+        "runs": runs,
+        "episodes_ab": episodes_ab(first, runs["no episodes"], levels) if args.episodes_ab else [],
     }
     print_report(report)
     write_report(args.json_out, report)

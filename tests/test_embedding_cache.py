@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from memory_server.embedding import EmbeddingPool, MiniLMBackend
+from memory_server.memory.recall.shared_vectors import SharedEmbeddings
 
 from fake_openai import fake_vector
 
@@ -102,3 +103,24 @@ async def test_concurrent_callers_with_overlapping_texts_all_get_the_right_vecto
         assert pool.cache_hits + pool.cache_misses == asked[0]
         assert pool.cache_misses == len(backend.seen)
         assert len(backend.seen) < asked[0] / 4
+
+
+async def test_a_question_embedded_twice_at_once_is_embedded_once() -> None:
+    """A turn's fact recall and episode recall ask for the same question together: the pool
+    (even without its cache) embeds it once (memory.recall.shared_vectors)."""
+    async with EmbeddingPool(MiniLMBackend(), cache_size=0) as pool:
+        shared = SharedEmbeddings(pool)
+        question = "Which device did the two accounts share?"
+        first, second, other = await asyncio.gather(
+            shared.embed([question]), shared.embed([question]), shared.embed(["Another text"])
+        )
+        assert first == second and first != other
+        assert pool.texts == 2
+        again = await shared.embed([question])  # once done, a later request embeds anew
+        assert again == first and pool.texts == 3
+        # One caller giving up does not take the embedding from the other.
+        waiting = asyncio.ensure_future(shared.embed(["Cancelled text"]))
+        kept = asyncio.ensure_future(shared.embed(["Cancelled text"]))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        assert len((await kept)[0]) == pool.dimension

@@ -36,6 +36,8 @@ from memory_server.memory.recall.expand import ExpandSettings
 from memory_server.memory.recall.search import Recall, RecallSettings
 from memory_server.memory.recall.second_hop import HopSettings
 from memory_server.memory.recall.seen import SeenRecorder
+from memory_server.memory.recall.shared_vectors import SharedEmbeddings
+from memory_server.outbox.fresh import FreshIndex
 from memory_server.settings import Settings
 
 __all__ = ["LongTerm", "build_long_term", "embedding_backend", "learning_parts", "recall_settings"]
@@ -109,10 +111,12 @@ def build_long_term(
         outbox=outbox,
         telemetry=telemetry,
     )
+    # A turn's fact recall and episode recall embed the same question once.
+    question_embedder = SharedEmbeddings(embedder)
     recall = Recall(
         store=store,
         index=index,
-        embedder=embedder,
+        embedder=question_embedder,
         common_words=common_words,
         settings=recall_settings(settings),
         events=events,
@@ -140,12 +144,16 @@ def build_long_term(
     if settings.episodes:
         episodes = EpisodeRecall(
             store=episode_store,
-            index=index,
-            embedder=embedder,
+            index=index.index if isinstance(index, FreshIndex) else index,
+            fresh_index=index,
+            embedder=question_embedder,
+            common_words=common_words,
             settings=EpisodeSettings(
                 settings.episode_top_k,
                 settings.episode_score_threshold,
                 settings.episode_context_tokens,
+                neighbour_decay=settings.ltm_neighbour_decay,
+                seeds=settings.ltm_link_seeds,
             ),
         )
     return LongTerm(recall, learning, facts, episodes)

@@ -180,6 +180,7 @@ class LongTermRpcs:
             top_k=top_k or self._settings.ltm_top_k,
             threshold=threshold,
             as_of=_as_of(call),
+            fresh=True,
             timeout_s=call.budget_s,
         )
         return pb.SearchEpisodesResponse(

@@ -54,6 +54,11 @@ class FreshIndex:
     def name(self) -> str:
         return self._index.name
 
+    @property
+    def index(self) -> VectorIndex:
+        """The index searched, without the outbox's waiting versions."""
+        return self._index
+
     async def search(
         self, scope_hash: str, vector: Sequence[float], k: int, as_of: AsOf
     ) -> list[VectorHit]:

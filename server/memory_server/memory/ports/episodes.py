@@ -28,6 +28,13 @@ class EpisodeStore(Protocol):
         then, still recallable)."""
         ...
 
+    async def episode_neighbours(
+        self, scope: Scope, seqs: Sequence[int], as_of: AsOf, *, timeout_s: float | None = None
+    ) -> dict[int, list[StoredMessage]]:
+        """For each message, the episodes said just before and just after it in its
+        conversation, believed at `as_of`."""
+        ...
+
     async def expire_episodes(self, cutoff: datetime, limit: int = 10_000) -> int:
         """Messages said before `cutoff` stop being episodes (their rows stay); how many."""
         ...

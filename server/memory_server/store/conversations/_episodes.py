@@ -17,10 +17,10 @@ from memory_server.store.conversations._sql import MESSAGE_COLUMNS, read_message
 # A message is an episode believed at the as-of point ($v valid time, $t transaction time;
 # NULL: now) once it was said: it is valid and recorded from its created_at, and never closed
 # (erasure removes it instead).
-_EPISODE = """m.recallable AND m.role IN ('user', 'assistant')
-    AND m.created_at <= COALESCE({t}, now()) AND m.created_at <= COALESCE({v}, now())"""
+_EPISODE = """{m}.recallable AND {m}.role IN ('user', 'assistant')
+    AND {m}.created_at <= COALESCE({t}, now()) AND {m}.created_at <= COALESCE({v}, now())"""
 _SCOPE_ID = "(SELECT id FROM scopes WHERE username = $1 AND graphname = $2)"
-_LEXICAL_EPISODE = _EPISODE.format(v="$5::timestamptz", t="$6::timestamptz")
+_LEXICAL_EPISODE = _EPISODE.format(m="m", v="$5::timestamptz", t="$6::timestamptz")
 
 # The idf-weighted share of the query's distinct stemmed words a message holds, in (0, 1], as
 # the facts' lexical signal scores versions (store/facts/_reads.py LEXICAL_STATEMENT), over
@@ -106,7 +106,7 @@ class ConversationEpisodes:
         """The given messages that are episodes of the scope believed at `as_of`."""
         if not seqs:
             return []
-        believed = _EPISODE.format(v="$4::timestamptz", t="$5::timestamptz")
+        believed = _EPISODE.format(m="m", v="$4::timestamptz", t="$5::timestamptz")
         rows = await self._pool.fetch(
             f"""SELECT {MESSAGE_COLUMNS} FROM messages m
                 JOIN conversations c ON c.id = m.conversation_pk
@@ -119,6 +119,45 @@ class ConversationEpisodes:
             timeout=timeout_s,
         )
         return [read_message(r) for r in rows]
+
+    async def episode_neighbours(
+        self, scope: Scope, seqs: Sequence[int], as_of: AsOf, *, timeout_s: float | None = None
+    ) -> dict[int, list[StoredMessage]]:
+        """For each message, the episodes said just before and just after it in its
+        conversation (believed at `as_of`), by the conversation's order."""
+        if not seqs:
+            return {}
+        believed = _EPISODE.format(m="n", v="$4::timestamptz", t="$5::timestamptz")
+        seed_believed = _EPISODE.format(m="m", v="$4::timestamptz", t="$5::timestamptz")
+        columns = MESSAGE_COLUMNS.replace("m.", "n.")
+        rows = await self._pool.fetch(
+            f"""SELECT s.seed, {columns}
+                FROM unnest($3::bigint[]) AS s(seed)
+                JOIN messages m ON m.seq = s.seed AND m.scope_id = {_SCOPE_ID}
+                                   AND {seed_believed}
+                JOIN conversations c ON c.id = m.conversation_pk
+                CROSS JOIN LATERAL (
+                    (SELECT n.* FROM messages n
+                     WHERE n.conversation_pk = m.conversation_pk AND n.seq < m.seq
+                       AND {believed}
+                     ORDER BY n.seq DESC LIMIT 1)
+                    UNION ALL
+                    (SELECT n.* FROM messages n
+                     WHERE n.conversation_pk = m.conversation_pk AND n.seq > m.seq
+                       AND {believed}
+                     ORDER BY n.seq LIMIT 1)
+                ) n""",
+            scope.username,
+            scope.graphname,
+            list(seqs),
+            as_of.valid_time,
+            as_of.transaction_time,
+            timeout=timeout_s,
+        )
+        out: dict[int, list[StoredMessage]] = {}
+        for r in rows:
+            out.setdefault(int(r["seed"]), []).append(read_message(r))
+        return out
 
     async def expire_episodes(self, cutoff: datetime, limit: int = 10_000) -> int:
         """Messages said before `cutoff` are no longer recalled (at most `limit` a call);

@@ -6,7 +6,8 @@ A fact's turns are its provenance (every version's message, or the live version'
 episode's turn is its own message. Both searches score alike (the hybrid of memory.recall.rank,
 in [0, 1]), so the two lists are merged by score. Each speaker's scope holds every message of
 the conversation (the other speaker's as the assistant), so the same turn comes back from
-both scopes as an episode: it is ranked once, where it first appears.
+both scopes as an episode: it is ranked once, where it first appears; in the merged list a hit
+whose turns the hits above it cover takes no place.
 """
 
 from __future__ import annotations
@@ -58,6 +59,20 @@ def _dedupe(hits: Sequence[tuple[float, str]]) -> list[tuple[float, str]]:
     return out
 
 
+def _without_repeats(ranked: Ranked) -> Ranked:
+    """Hits whose turns the hits above them already cover are left out, as a turn's context
+    leaves out the message a shown fact came from (memory.conversation.stm): a fact and the
+    episode of the same turn take one place, not two."""
+    covered: set[str] = set()
+    out: Ranked = []
+    for turns in ranked:
+        if turns and turns <= covered:
+            continue
+        covered |= turns
+        out.append(turns)
+    return out
+
+
 async def ask_one(
     stub: pb_grpc.MemoryServiceStub,
     question: Question,
@@ -92,7 +107,7 @@ async def ask_one(
         key=lambda h: -h[0],
     )
     return Recalled(
-        combined=[turns for _, turns in merged],
+        combined=_without_repeats([turns for _, turns in merged]),
         facts=[turns for _, turns, _ in facts],
         facts_live=[frozenset({live}) if live else frozenset() for _, _, live in facts],
         episodes=[frozenset({turn}) if turn else frozenset() for _, turn in unique],

@@ -16,6 +16,8 @@ from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
 
 from conftest import RunningServer, ServerFactory, new_id
+from tg_index import server_settings
+from tg_server import TGServer
 
 QUESTION = "What was that device the two accounts shared?"
 SAID = "The two flagged accounts both logged in from the same device, a Pixel tablet."
@@ -254,3 +256,23 @@ async def test_bad_search_requests_name_the_field(
         await memory.stub.SearchEpisodes(pb.SearchEpisodesRequest(**_scope(), **request_kw))
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert (caught.value.details() or "").startswith(field), caught.value.details()
+
+
+async def test_episodes_live_in_tigergraph_beside_the_facts(
+    start_server: ServerFactory, tg: TGServer
+) -> None:
+    """The TigerGraph index keeps episodes as MemoryEmbedding vertices of the scope's episode
+    partition: found, then deleted with their conversation."""
+    memory = await start_server(**server_settings(tg))
+    scope = _scope()
+    chat_a = await _chat_a(memory, scope)
+    assert await _indexed(memory, scope) == 6
+    partition = Scope(**scope).episode_partition
+    stored = [v for v in tg.state.vertices.values() if v.get("scope_hash") == partition]
+    assert len(stored) == 6, tg.state.vertices
+    found = await _search(memory, scope)
+    assert {r.message.content for r in found[:2]} == {SAID, REPLY}
+    await memory.stub.DeleteConversation(
+        pb.DeleteConversationRequest(**scope, conversation_id=chat_a)
+    )
+    assert await _indexed(memory, scope) == 0

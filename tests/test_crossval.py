@@ -95,3 +95,19 @@ def test_a_question_scores_its_evidence_in_the_served_top_ten(sweep: ModuleType)
     ranked = [f"D1:{i}" for i in range(1, 21)]
     assert sweep.question_r10({"evidence": ["D1:2", "D1:15"], "ranked": ranked}) == 0.5
     assert sweep.question_r10({"evidence": ["D1:10"], "ranked": ranked}) == 1.0
+
+
+def test_each_run_is_served_only_unless_full_with_the_fixed_settings(sweep: ModuleType) -> None:
+    base = ["--setting", "ltm_link_seeds", "--values", "3,5"]
+    fixed = ["--server-arg=--ltm-second-hop-weight", "--server-arg=0.5"]
+    command = sweep.bench_command(sweep.parse_args([*base, *fixed]), 3.0, Path("out.json"))
+    assert command[-1] == "--served-only"
+    flags = [c for c in command if c.startswith("--server-arg=")]
+    assert flags == [
+        "--server-arg=--ltm-link-seeds",
+        "--server-arg=3",
+        "--server-arg=--ltm-second-hop-weight",
+        "--server-arg=0.5",
+    ]
+    full = sweep.bench_command(sweep.parse_args([*base, "--full"]), 5.0, Path("out.json"))
+    assert "--served-only" not in full

@@ -67,7 +67,7 @@ async def test_second_hop_finds_the_fact_only_the_first_hit_leads_to(
     assert answer.fact_id not in [r.fact.fact_id for r in await _search(plain, scope, QUESTION, 2)]
 
     # With it: the question joined to the bridge's text is asked again, and the answer
-    # scores bridge * weight * its score for the joined question (the plain server asked the
+    # scores weight * (bridge + its score for the joined question) / 2 (the plain server asked the
     # same joined question gives that score: fewer than 10 facts, so no common words and no
     # subjects, and no time intent, so both rankings are the same function).
     joined = await _search(plain, scope, f"{QUESTION} {BRIDGE}")
@@ -76,11 +76,11 @@ async def test_second_hop_finds_the_fact_only_the_first_hit_leads_to(
     scores = {r.fact.fact_id: r.score for r in found}
     assert found[0].fact.fact_id == bridge.fact_id
     assert scores[bridge.fact_id] == pytest.approx(without[0].score)
-    hop = scores[bridge.fact_id] * WEIGHT * again[answer.fact_id]
+    hop = WEIGHT * (scores[bridge.fact_id] + again[answer.fact_id]) / 2
     plain_scores = {r.fact.fact_id: r.score for r in without}
     assert hop > plain_scores[answer.fact_id]
     assert scores[answer.fact_id] == pytest.approx(hop)
-    assert scores[answer.fact_id] < scores[bridge.fact_id]  # never above what led to it
+    assert scores[answer.fact_id] < scores[bridge.fact_id]  # below what led to it
     top2 = await _search(hopping, scope, QUESTION, 2)
     assert [r.fact.fact_id for r in top2] == [bridge.fact_id, answer.fact_id]
     assert len(found) == len({r.fact.version_id for r in found})
@@ -111,8 +111,8 @@ def test_merge_keeps_the_better_score_and_skips_the_bridge_itself() -> None:
         (first[0], [_scored("a", 1.0), _scored("c", 0.9), _scored("d", 0.5)]),
         (first[1], [_scored("d", 0.9), _scored("e", 0.01)]),
     ]
-    merged = {s.version.version_id: s.score for s in merge(first, hops, settings, threshold=0.05)}
+    merged = {s.version.version_id: s.score for s in merge(first, hops, settings, threshold=0.3)}
     assert merged["a"] == 0.8  # its own hop is not counted
-    assert merged["c"] == pytest.approx(0.8 * 0.5 * 0.9)  # better than its direct 0.1
-    assert merged["d"] == pytest.approx(max(0.8 * 0.5 * 0.5, 0.6 * 0.5 * 0.9))
-    assert "e" not in merged  # below the threshold
+    assert merged["c"] == pytest.approx(0.5 * (0.8 + 0.9) / 2)  # better than its direct 0.1
+    assert merged["d"] == pytest.approx(max(0.5 * (0.8 + 0.5) / 2, 0.5 * (0.6 + 0.9) / 2))
+    assert "e" not in merged  # 0.5 * (0.6 + 0.01) / 2: below the threshold

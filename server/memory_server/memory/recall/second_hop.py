@@ -6,12 +6,15 @@ Multi-hop dense retrieval (Xiong et al., 2021) asks again with the question join
 first-hop text. Recall does the same with both signals: the best `bridges` hits of the first
 ranking are each joined to the question ("question bridge-text"), searched like a question (the
 vector signal without the scope's common words, the lexical signal on every word), ranked with
-the first question's subjects and time intent, and merged at
+the first question's subjects and time intent, and merged at the chain's score, the mean of its
+two hops' scores (multi-hop dense retrieval scores a chain by their sum), times `weight`:
 
-    score(hop) = score(bridge) * weight * score(fact | question + bridge)
+    score(hop) = weight * (score(bridge) + score(fact | question + bridge)) / 2
 
-so a fact found only through a bridge never outranks it, and a fact found both ways keeps its
-better score. A bridge's own second-hop score is not counted (it would only find itself).
+A fact found both ways keeps its better score; a bridge's own second-hop score is not counted
+(it would only find itself). Below weight 1 a chain scores below the better of its two hops, so
+the hop mostly fills the places below the first hop's best. On LoCoMo dev (bench/README.md)
+a score product, bridge * weight * score, was tried first: at weight 0.5 it changed no top 10.
 `weight` 0 turns the hop off; each bridge costs one more search (embedding, index, lexical and
 versions queries), so recall's latency grows with `bridges`.
 """
@@ -60,7 +63,7 @@ def merge(
             vid = hit.version.version_id
             if vid == bridge.version.version_id:
                 continue
-            score = bridge.score * settings.weight * hit.score
+            score = settings.weight * (bridge.score + hit.score) / 2
             direct = best.get(vid)
             if score >= threshold and (direct is None or direct.score < score):
                 vector, lexical = (direct.vector_score, direct.lexical_score) if direct else (0, 0)

@@ -54,8 +54,8 @@ class Settings:
     # (memory.recall.common_words).
     ltm_off_subject_weight: float = 0.8
     # Recall: a second search with the question joined to the text of each of its
-    # ltm_second_hop_bridges best hits, a fact found that way scoring bridge * weight * its
-    # score; weight 0 turns it off (memory.recall.second_hop).
+    # ltm_second_hop_bridges best hits, a fact found that way scoring weight * (bridge + its
+    # score) / 2; weight 0 turns it off (memory.recall.second_hop).
     ltm_second_hop_weight: float = 0.0
     ltm_second_hop_bridges: int = 1
     # Offline learning: besides the rule forms, keep what the user says of their own life in

@@ -51,10 +51,13 @@ class Side:
 
     sample_id: str
     user: str
+    # Names the scope instead of the speaker (--anonymous-scopes): the server then cannot tell
+    # the user's name from the username (memory.recall.episodes.without_own_name).
+    alias: str = ""
 
     @property
     def username(self) -> str:
-        return f"learn-{self.sample_id}-{self.user}"
+        return f"learn-{self.sample_id}-{self.alias or self.user}"
 
 
 @dataclass

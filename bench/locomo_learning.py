@@ -79,6 +79,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-facts-per-scope", type=int, default=5000)
     p.add_argument("--learn-timeout-s", type=float, default=1800, help="wait for learning")
     p.add_argument("--no-addfact", action="store_true", help="skip the AddFact-per-turn figure")
+    p.add_argument(
+        "--anonymous-scopes",
+        action="store_true",
+        help="name each scope learn-<sample>-speaker<i>, not after its speaker",
+    )
     p.add_argument("--server-arg", action="append", default=[], help="extra server flag")
     p.add_argument("--json-out", type=Path, default=Path("bench/results/locomo_learning.json"))
     args = p.parse_args(argv)
@@ -100,8 +105,11 @@ def limit_sessions(conversations: Sequence[Conversation], n: int | None) -> list
     return out
 
 
-def sides(conversation: Conversation, extras: Extras) -> list[Side]:
-    return [Side(conversation.sample_id, speaker) for speaker in extras.speakers]
+def sides(conversation: Conversation, extras: Extras, anonymous: bool = False) -> list[Side]:
+    return [
+        Side(conversation.sample_id, speaker, f"speaker{i}" if anonymous else "")
+        for i, speaker in enumerate(extras.speakers)
+    ]
 
 
 # --- what was learned --------------------------------------------------------------------------
@@ -197,7 +205,11 @@ async def run(
     out: dict[str, Any] = {}
     async with grpc.aio.insecure_channel(server.address) as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
-        all_sides = [(c, s) for c in conversations for s in sides(c, extras[c.sample_id])]
+        all_sides = [
+            (c, s)
+            for c in conversations
+            for s in sides(c, extras[c.sample_id], args.anonymous_scopes)
+        ]
         progress = Progress("feed", sum(len(c.turns) for c, _ in all_sides))
         fed: list[Fed] = []
 

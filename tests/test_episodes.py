@@ -14,6 +14,7 @@ import pytest
 from memory_client.v1 import memory_pb2 as pb
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
+from memory_server.memory.recall.episodes import without_own_name
 
 from conftest import RunningServer, ServerFactory, new_id
 from tg_index import server_settings
@@ -276,3 +277,72 @@ async def test_episodes_live_in_tigergraph_beside_the_facts(
         pb.DeleteConversationRequest(**scope, conversation_id=chat_a)
     )
     assert await _indexed(memory, scope) == 0
+
+
+@pytest.mark.parametrize(
+    ("question", "username", "asked"),
+    [
+        ("What did Caroline research?", "learn-conv-26-Caroline", "What did research?"),
+        ("When did Caroline's mom visit?", "caroline", "When did mom visit?"),
+        ("What did Caroline learn?", "learn-caroline", "What did learn?"),  # "learn" kept
+        ("Caroline, what did I say?", "caroline", "Caroline, what did I say?"),  # first word
+        ("What did Melanie paint?", "learn-conv-26-Caroline", "What did Melanie paint?"),
+        ("What did Alice and Bob say?", "alice.smith@corp.com", "What did and Bob say?"),
+        ("Which device did Al share?", "al", "Which device did Al share?"),  # too short
+    ],
+)
+def test_the_users_own_name_is_left_out_of_the_question(
+    question: str, username: str, asked: str
+) -> None:
+    assert without_own_name(question, username) == asked
+
+
+async def test_a_question_naming_the_user_finds_what_they_said(
+    start_server: ServerFactory,
+) -> None:
+    """Messages never name their author; others greet the user by name. Asked with the name,
+    the user's own words come first, not the greetings."""
+    memory = await start_server()
+    scope = _scope("caroline")
+    chat = new_id()
+    await memory.stub.AppendMessages(
+        pb.AppendMessagesRequest(
+            **scope,
+            conversation_id=chat,
+            messages=[
+                pb.NewMessage(role=pb.ROLE_ASSISTANT, content="Hi Caroline! Good to see you."),
+                pb.NewMessage(role=pb.ROLE_USER, content="I researched adoption agencies."),
+                pb.NewMessage(role=pb.ROLE_ASSISTANT, content="Caroline, that's great news!"),
+            ],
+        )
+    )
+    found = await _search(memory, scope, "What did Caroline research?")
+    assert found[0].message.content == "I researched adoption agencies.", found
+
+
+async def test_a_when_question_prefers_messages_that_name_a_time(
+    start_server: ServerFactory,
+) -> None:
+    memory = await start_server()
+    scope = _scope()
+    chat = new_id()
+    said = ["I went to the pottery class.", "I went to the pottery class last Friday."]
+    await memory.stub.AppendMessages(
+        pb.AppendMessagesRequest(
+            **scope,
+            conversation_id=chat,
+            messages=[pb.NewMessage(role=pb.ROLE_USER, content=t) for t in said],
+        )
+    )
+    question = "When did I go to the pottery class?"
+    off = await start_server(ltm_time_intent_weight=0.0)
+    voted = {r.message.content: r.score for r in await _search(memory, scope, question)}
+    plain = {r.message.content: r.score for r in await _search(off, scope, question)}
+    # The dated message gains what a dated fact gains: 1 - (1 - score) * (1 - 0.25).
+    assert voted[said[1]] == pytest.approx(1 - (1 - plain[said[1]]) * 0.75)
+    assert voted[said[0]] == pytest.approx(plain[said[0]])  # names no time
+    # A question that does not ask about time votes for nothing.
+    what = "What did I go to?"
+    assert [r.score for r in await _search(memory, scope, what)] == [
+        r.score for r in await _search(off, scope, what)
+    ]

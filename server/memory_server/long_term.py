@@ -154,7 +154,9 @@ def build_long_term(
                 settings.episode_context_tokens,
                 neighbour_decay=settings.ltm_neighbour_decay,
                 seeds=settings.ltm_link_seeds,
+                time_intent_weight=settings.ltm_time_intent_weight,
             ),
+            events=events,
         )
     return LongTerm(recall, learning, facts, episodes)
 

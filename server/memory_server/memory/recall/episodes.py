@@ -5,7 +5,8 @@ stored (secrets redacted), is embedded through the outbox under the scope's epis
 Search is hybrid as for facts (memory.recall.rank): the index's cosine and the idf-weighted
 share of the question's words a message holds, each filtered by the as-of point before ranking
 (a message is believed from its created_at until erased), fused by the same probabilistic OR;
-the best hits bring in the messages said just before and after them (the exchange).
+the best hits bring in the messages said just before and after them (the exchange). The
+user's own name is left out of the question first (`without_own_name`).
 PostgreSQL has the last word: a vector whose message was deleted, forgotten or is past
 retention is dropped. A turn's context shows the best few (memory.conversation.stm).
 """
@@ -14,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from memory_server.memory.conversation.model import RecalledEpisode
+from memory_server.memory.conversation.model import RecalledEpisode, StoredMessage
 from memory_server.memory.identity import Scope, episode_seq
-from memory_server.memory.ports import AsOf, Embedder, EpisodeStore, VectorIndex
+from memory_server.memory.ports import AsOf, Embedder, EpisodeStore, EventDates, VectorIndex
 from memory_server.memory.recall.common_words import CommonWords
 from memory_server.memory.recall.rank import fuse, lexical_evidence
+from memory_server.memory.time.intent import has_time_intent
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +33,27 @@ EPISODE_CANDIDATES = 50
 # A turn asks for this many more than it shows: its context leaves out the turns already in
 # its window and those its recalled facts came from.
 _CONTEXT_SLACK = 20
+
+
+_NAME = re.compile(r"(?<=\S)(\s+)([A-Z][A-Za-z]*)(?:['’]s)?\b")
+_USER_PARTS = re.compile(r"[^A-Za-z]+")
+
+
+def without_own_name(question: str, username: str) -> str:
+    """The question without the words that name the user asking it: a word written with a
+    capital, not the question's first, that is one of the username's parts (split at anything
+    not a letter, three letters or more), with its possessive. A message never names its own
+    author (who said it is its role), so "What did Caroline research?" asked in Caroline's
+    memory is "What did research?" to the words of her messages; a lower-case word is kept
+    ("learn" in "What did Caroline learn?", whatever the username holds)."""
+    parts = {p.lower() for p in _USER_PARTS.split(username) if len(p) >= 3}
+    if not parts:
+        return question
+
+    def drop(found: re.Match[str]) -> str:
+        return "" if found[2].lower() in parts else found[0]
+
+    return _NAME.sub(drop, question)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +66,9 @@ class EpisodeSettings:
     # facts bring in their neighbours (ltm_neighbour_decay, ltm_link_seeds).
     neighbour_decay: float = 0.0
     seeds: int = 0
+    # The vote a message naming a time gets when the question asks about time (as facts get
+    # ltm_time_intent_weight); 0: none.
+    time_intent_weight: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -56,6 +84,8 @@ class EpisodeRecall:
     # (outbox.fresh). A turn's context does without: the newest messages of its conversation
     # are in its window anyway, and scoring the waiting ones costs their embeddings.
     fresh_index: VectorIndex | None = None
+    # Tells a message that names a time ("yesterday", "in May") for the time vote.
+    events: EventDates | None = None
 
     async def search(
         self,
@@ -71,6 +101,7 @@ class EpisodeRecall:
         """The scope's episodes believed at `as_of` scoring at least `threshold`, best first
         (newest first among equals), at most `top_k`; with `fresh`, those still waiting in the
         outbox too."""
+        query = without_own_name(query, scope.username)
         if not query.strip():
             return []
         index = (self.fresh_index or self.index) if fresh else self.index
@@ -86,33 +117,43 @@ class EpisodeRecall:
             await asyncio.gather(vector_task, return_exceptions=True)
             raise
         cosines = await vector_task
-        # Both signals are known before any text: rank first, then read the messages and the
-        # exchange around the best (both statements at once).
         signals = {
-            seq: (v, w, fuse(v, w))
+            seq: (max(0.0, cosines.get(seq, 0.0)), lexical_evidence(coverages.get(seq, 0.0)))
             for seq in dict.fromkeys([*cosines, *coverages])
-            for v, w in [
-                (max(0.0, cosines.get(seq, 0.0)), lexical_evidence(coverages.get(seq, 0.0)))
-            ]
         }
         if not signals:
             return []
-        ranked = sorted(signals, key=lambda seq: (-signals[seq][2], -seq))
-        seeds = ranked[: self.settings.seeds] if self.settings.neighbour_decay > 0 else []
+        # Both signals are known before any text: rank first, then read the messages and the
+        # exchange around the best (both statements at once). A time vote may reorder the best
+        # few, so the exchange is read around twice as many.
+        ranked = sorted(signals, key=lambda seq: (-fuse(*signals[seq]), -seq))
+        wide = ranked[: 2 * self.settings.seeds] if self.settings.neighbour_decay > 0 else []
         messages, around = await asyncio.gather(
             self.store.episodes(scope, ranked, as_of, timeout_s=timeout_s),
-            self.store.episode_neighbours(scope, seeds, as_of, timeout_s=timeout_s),
+            self.store.episode_neighbours(scope, wide, as_of, timeout_s=timeout_s),
         )
-        best = {m.seq: RecalledEpisode(m, signals[m.seq][2], *signals[m.seq][:2]) for m in messages}
-        for seed in seeds:
-            if seed not in best:  # not believed (erased meanwhile): it brings nothing in
-                continue
-            score = best[seed].score * self.settings.neighbour_decay
-            for message in around.get(seed, []):
+        vote = self._time_vote(query)
+        best = {
+            m.seq: RecalledEpisode(m, fuse(fuse(*signals[m.seq]), vote(m)), *signals[m.seq])
+            for m in messages
+        }
+        found = sorted(best.values(), key=lambda e: (-e.score, -e.message.seq))
+        decay = self.settings.neighbour_decay
+        for seed in found[: self.settings.seeds] if decay > 0 else []:
+            for message in around.get(seed.message.seq, []):
+                score = seed.score * decay
                 if message.seq not in best or best[message.seq].score < score:
                     best[message.seq] = RecalledEpisode(message, score)
         found = sorted(best.values(), key=lambda e: (-e.score, -e.message.seq))
         return [e for e in found if e.score >= threshold][:top_k]
+
+    def _time_vote(self, query: str) -> Callable[[StoredMessage], float]:
+        """A message that names a time gets `time_intent_weight` when the question asks about
+        time ("when", "how long ago"), as a dated fact does (memory.time.intent)."""
+        weight, events = self.settings.time_intent_weight, self.events
+        if weight <= 0 or events is None or not has_time_intent(query):
+            return lambda message: 0.0
+        return lambda message: weight if events.needs_resolving(message.content) else 0.0
 
     async def _cosines(
         self, index: VectorIndex, scope: Scope, query: str, as_of: AsOf, timeout_s: float | None

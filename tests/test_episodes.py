@@ -16,7 +16,7 @@ from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
 from memory_server.memory.recall.episodes import without_own_name
 
-from conftest import RunningServer, ServerFactory, new_id
+from conftest import RunningServer, ServerFactory, assert_eventually, new_id
 from tg_index import server_settings
 from tg_server import TGServer
 
@@ -52,10 +52,17 @@ async def _search(
 
 
 async def _indexed(memory: RunningServer, scope: dict[str, str]) -> int:
-    """Drains the outbox; the scope's episode vectors the index then holds."""
-    assert memory.server.outbox is not None and memory.server.index is not None
-    await memory.server.outbox.drain()
-    return await memory.server.index.count(Scope(**scope).episode_partition)
+    """Once the outbox is empty (drained here, or by its own actor, which may hold a batch
+    while this runs), the scope's episode vectors the index holds."""
+    outbox, index = memory.server.outbox, memory.server.index
+    assert outbox is not None and index is not None
+    await outbox.drain()
+
+    async def empty() -> bool:
+        return (await outbox.backlog()).waiting == 0
+
+    await assert_eventually(empty, what="the outbox sent everything")
+    return await index.count(Scope(**scope).episode_partition)
 
 
 async def _chat_a(memory: RunningServer, scope: dict[str, str]) -> str:
@@ -346,3 +353,30 @@ async def test_a_when_question_prefers_messages_that_name_a_time(
     assert [r.score for r in await _search(memory, scope, what)] == [
         r.score for r in await _search(off, scope, what)
     ]
+
+
+async def test_an_imported_message_is_valid_when_said_and_recorded_when_stored(
+    start_server: ServerFactory,
+) -> None:
+    memory = await start_server()
+    scope = _scope()
+    said = pb.NewMessage(role=pb.ROLE_USER, content="I moved to Lisbon for the new job.")
+    said.created_at.FromDatetime(datetime(2020, 1, 1, tzinfo=UTC))
+    await memory.stub.AppendMessages(
+        pb.AppendMessagesRequest(**scope, conversation_id=new_id(), messages=[said])
+    )
+    await _indexed(memory, scope)
+
+    async def found(valid: datetime | None, recorded: datetime | None) -> bool:
+        request = pb.SearchEpisodesRequest(**scope, query="Where did I move?", threshold=0.0)
+        if valid is not None:
+            request.as_of_valid_time.FromDatetime(valid)
+        if recorded is not None:
+            request.as_of_transaction_time.FromDatetime(recorded)
+        return bool((await memory.stub.SearchEpisodes(request)).results)
+
+    year = datetime(2021, 1, 1, tzinfo=UTC)
+    assert await found(None, None)
+    assert await found(year, None)  # true in 2021, as we know now
+    assert not await found(datetime(2019, 1, 1, tzinfo=UTC), None)  # not yet said
+    assert not await found(year, year)  # in 2021 this database had not stored it

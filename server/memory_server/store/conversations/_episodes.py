@@ -15,10 +15,10 @@ from memory_server.memory.ports import AsOf
 from memory_server.store.conversations._sql import MESSAGE_COLUMNS, read_message
 
 # A message is an episode believed at the as-of point ($v valid time, $t transaction time;
-# NULL: now) once it was said: it is valid and recorded from its created_at, and never closed
-# (erasure removes it instead).
+# NULL: now) once it was said and stored: valid from its created_at, recorded from its
+# recorded_at (migration 0010), and never closed (erasure removes it instead).
 _EPISODE = """{m}.recallable AND {m}.role IN ('user', 'assistant')
-    AND {m}.created_at <= COALESCE({t}, now()) AND {m}.created_at <= COALESCE({v}, now())"""
+    AND {m}.recorded_at <= COALESCE({t}, now()) AND {m}.created_at <= COALESCE({v}, now())"""
 _SCOPE_ID = "(SELECT id FROM scopes WHERE username = $1 AND graphname = $2)"
 _LEXICAL_EPISODE = _EPISODE.format(m="m", v="$5::timestamptz", t="$6::timestamptz")
 

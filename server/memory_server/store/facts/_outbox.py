@@ -43,6 +43,21 @@ def _source(row: asyncpg.Record, id_column: str) -> VectorSource:
     )
 
 
+def _episode(row: asyncpg.Record, partition: str) -> VectorSource:
+    """A message as the index keeps it: valid from when it was said, recorded from when it was
+    stored, never closed (erasure removes it; memory.identity.episode_partition)."""
+    return VectorSource(
+        episode_vector_id(row["seq"]),
+        partition,
+        row["content"],
+        row["created_at"],
+        None,
+        row["recorded_at"],
+        None,
+        episode=True,
+    )
+
+
 class ClaimedRows:
     """Claimed outbox rows, locked until the surrounding transaction ends (outbox.port's
     OutboxBatch)."""
@@ -69,23 +84,14 @@ class ClaimedRows:
             # An episode is valid and recorded from when it was said; erasure removes it
             # rather than closing it (memory.identity.episode_partition: its own partition).
             rows = await self._conn.fetch(
-                """SELECT m.seq, s.scope_hash, m.content, m.created_at FROM messages m
-                   JOIN scopes s ON s.id = m.scope_id
+                """SELECT m.seq, s.scope_hash, m.content, m.created_at, m.recorded_at
+                   FROM messages m JOIN scopes s ON s.id = m.scope_id
                    WHERE m.seq = ANY($1::bigint[]) AND m.recallable""",
                 seqs,
             )
             for r in rows:
-                vector_id = episode_vector_id(r["seq"])
-                found[vector_id] = VectorSource(
-                    vector_id,
-                    episode_partition(r["scope_hash"]),
-                    r["content"],
-                    r["created_at"],
-                    None,
-                    r["created_at"],
-                    None,
-                    episode=True,
-                )
+                source = _episode(r, episode_partition(r["scope_hash"]))
+                found[source.version_id] = source
         return found
 
     async def record_links(self, pairs: Sequence[tuple[str, str, float]]) -> list[LinkRecord]:
@@ -173,11 +179,12 @@ class VectorOutbox(OnPool):
         self, scope_hash: str, as_of: AsOf, limit: int
     ) -> list[VectorSource]:
         rows = await self._pool.fetch(
-            """SELECT DISTINCT ON (o.version_id) o.id, m.seq, m.content, m.created_at
+            """SELECT DISTINCT ON (o.version_id) o.id, m.seq, m.content, m.created_at,
+                      m.recorded_at
                FROM vector_outbox o JOIN messages m ON m.seq = episode_seq_of(o.version_id)
                WHERE o.scope_hash = $1 AND o.op = 'upsert' AND o.kind = 'episode'
                  AND m.recallable
-                 AND m.created_at <= COALESCE($2::timestamptz, now())
+                 AND m.recorded_at <= COALESCE($2::timestamptz, now())
                  AND m.created_at <= COALESCE($3::timestamptz, now())
                ORDER BY o.version_id, o.id
                LIMIT $4""",
@@ -187,19 +194,7 @@ class VectorOutbox(OnPool):
             limit,
         )
         partition = episode_partition(scope_hash)
-        return [
-            VectorSource(
-                episode_vector_id(r["seq"]),
-                partition,
-                r["content"],
-                r["created_at"],
-                None,
-                r["created_at"],
-                None,
-                episode=True,
-            )
-            for r in rows
-        ]
+        return [_episode(r, partition) for r in rows]
 
     async def backlog(self) -> Backlog:
         """The rows waiting and the age of the oldest: the vector index's lag. One cheap

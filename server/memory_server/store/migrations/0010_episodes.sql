@@ -10,6 +10,14 @@
 ALTER TABLE vector_outbox ADD COLUMN kind text NOT NULL DEFAULT 'fact'
     CHECK (kind IN ('fact', 'episode'));
 
+-- Transaction time of a message: when this database stored it. `created_at` is its valid time
+-- (when it was said), which an import or a replay sets in the past. Rows stored before this
+-- migration take their created_at.
+ALTER TABLE messages ADD COLUMN recorded_at timestamptz;
+UPDATE messages SET recorded_at = created_at;
+ALTER TABLE messages ALTER COLUMN recorded_at SET DEFAULT now(),
+                     ALTER COLUMN recorded_at SET NOT NULL;
+
 -- False once the message may no longer be recalled as an episode: past retention, or after
 -- ForgetScope kept the conversations. The row itself stays (conversation history).
 ALTER TABLE messages ADD COLUMN recallable boolean NOT NULL DEFAULT true;

@@ -43,7 +43,7 @@ from locomo_learning_scoring import (
     recall_table,
 )
 from locomo_recall import REFERENCE, ask_all, ingest, wait_for_index
-from locomo_recalled import ask_recalled, by_conversation
+from locomo_recalled import ask_recalled, by_conversation, per_question
 from reporting import Progress, run_meta, server_outcome, write_report
 from rpc import PROBE_TOP_K, bounded
 from serverproc import BenchServer, serving
@@ -258,6 +258,7 @@ async def run(
     out["recall_at_10_by_conversation"] = {
         key: by_conversation(conversations, results, 10) for key, results in tables.items()
     }
+    out["recall_at_10_per_question"] = per_question(conversations, recalled.combined, 10)
     out["learning"] = {
         "user_turns": user_turns,
         "turn_pairs": sum(len(f.complete_s) for f in fed),

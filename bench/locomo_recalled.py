@@ -160,3 +160,12 @@ def by_conversation(
         if mine:
             out[c.sample_id] = round(100 * sum(covered(q, r, k) for q, r in mine) / len(mine), 2)
     return out
+
+
+def per_question(
+    conversations: Sequence[Conversation], results: Results, k: int
+) -> list[tuple[str, float]]:
+    """(conversation, turn R@k in [0, 1]) of each question, in order: what leave-one-
+    conversation-out cross-validation needs (bench/crossval.py)."""
+    owners = [c.sample_id for c in conversations for _ in c.questions]
+    return [(owner, covered(q, r, k)) for owner, (q, r) in zip(owners, results, strict=True)]

@@ -49,6 +49,12 @@ user's own life in a plain statement ("Pottery is a huge part of my life"): memo
 self_statements.py says when it is kept, close to the user's words (kind OTHER, no slot), and
 `RuleExtractor(self_statements=False)` (setting `ltm_self_statements`) turns that off.
 
+Every fact is then held to the quality rules of memory/learning/quality.py (bench/fact_quality/
+RULES.md): cut to one claim, and dropped when it points at nothing it names, is small talk or a
+feeling of the moment, says nothing specific, is garbled, or restates a live fact in other words
+(`Recalled.restates`). A sentence that opens with a pointer is not read with the one before when a
+rule form read that one (the pair would say the form's fact again). `precise=False` skips both.
+
 Retractions ("forget that I like jazz", "I don't like jazz anymore", "I no longer work at Acme",
 "I'm not a student anymore", "forget my timezone", "ignore what I said about coffee", "that's not
 true anymore" after a statement or after "you said I ...") give `retraction=True` and the text of
@@ -74,6 +80,7 @@ import re
 
 from memory_server.memory.facts.model import Candidate, FactKind
 from memory_server.memory.facts.restated import Recalled, unique
+from memory_server.memory.learning import quality
 from memory_server.memory.learning.extract_rules import (
     CHANGE_RE,
     CLAUSE_RE,
@@ -125,10 +132,13 @@ _INLINE_CHARS = 4096
 
 class RuleExtractor:
     """Extractor that needs no model: rules over the user's sentences (see module doc).
-    `self_statements` off keeps only the rule forms (memory/learning/self_statements.py)."""
+    `self_statements` off keeps only the rule forms (memory/learning/self_statements.py).
+    `precise` off skips the quality rules (memory/learning/quality.py) and the restatement
+    checks beyond `Recalled.repeats`, for a comparison."""
 
-    def __init__(self, *, self_statements: bool = True) -> None:
+    def __init__(self, *, self_statements: bool = True, precise: bool = True) -> None:
         self._self_statements = self_statements
+        self._precise = precise
 
     @property
     def name(self) -> str:
@@ -146,11 +156,13 @@ class RuleExtractor:
         previous: tuple[str, list[Candidate]] | None = None  # what "that's not true" is about
         before = ""  # the sentence before, for one that opens with a pointer ("It helps me")
         told: list[Candidate] = []  # the self statements that sentence gave
+        formed = False  # whether a rule form read that sentence
         for raw in SENTENCE_RE.split(turn.user_text):
             sentence = canon(raw.strip())
             if not sentence or SECRET_REQUEST_RE.search(sentence):
                 continue  # a request to repeat or reveal a secret teaches nothing
             said, read = sentence, False  # read: a form (or a retraction) read a clause of it
+            formed_before, formed = formed, False
             change = bool(CHANGE_RE.search(sentence))
             lasting = bool(LASTING_RE.search(sentence))
             question = sentence.rstrip("\"') ").endswith("?")
@@ -187,9 +199,11 @@ class RuleExtractor:
                 ):
                     found = [
                         Candidate(text, kind, change=change or recalled.same_slot(text, lasting))
-                        for text, kind in _statement(clause, lasting=lasting)
-                        if not (recalled.repeats(sentence) or recalled.repeats(text))
+                        for said_so, kind in _statement(clause, lasting=lasting)
+                        if not recalled.repeats(sentence)
+                        and (text := self._kept(said_so, recalled, form=kind)) is not None
                     ]
+                    formed = formed or bool(found)
                 out.extend(found)
                 previous = (clause, found)
                 read = read or bool(found)
@@ -200,13 +214,31 @@ class RuleExtractor:
                 if self._self_statements and not (read or question)
                 else []
             )
-            texts = [t for t in texts if not (recalled.repeats(said) or recalled.repeats(t))]
-            if texts and told and POINTER_RE.match(strip_fillers(said)):
-                out = [c for c in out if c not in told]
+            texts = [
+                kept
+                for t in texts
+                if not recalled.repeats(said) and (kept := self._kept(t, recalled)) is not None
+            ]
+            if texts and POINTER_RE.match(strip_fillers(said)):
+                if told:
+                    out = [c for c in out if c not in told]
+                elif formed_before and self._precise:
+                    texts = []  # the fact the form read is the one this would say again
             told = [Candidate(text, FactKind.OTHER) for text in texts]
             out.extend(told)
             before = "" if question else said
         return unique(out)
+
+    def _kept(self, text: str, recalled: Recalled, *, form: FactKind | None = None) -> str | None:
+        """The fact to keep for `text`, or None: what recall showed already and, when precise,
+        a restatement of it or a fact that breaks a quality rule (memory/learning/quality.py).
+        `form`: the kind of the rule form that read it; such a fact is judged by fewer rules
+        (an event, OTHER, by all but one specific word is enough: "Got a new puppy")."""
+        if not self._precise:
+            return None if recalled.repeats(text) else text
+        shaped = form is not None and form is not FactKind.OTHER
+        kept = quality.keep(text, shaped=shaped, event=form is FactKind.OTHER)
+        return None if kept is None or recalled.restates(kept) else kept
 
 
 def _statement(clause: str, *, lasting: bool) -> list[tuple[str, FactKind]]:

@@ -1,0 +1,126 @@
+"""What the offline learning path keeps live from LoCoMo's dev turns, without a server.
+
+The same steps as `Learning.learn` (memory/learning/learn.py) with the server's default
+extractor and reconciler: per speaker's scope, each of their turns that gets a reply is read by
+`RuleExtractor` with the scope's live facts as the recalled texts, the candidates are decided
+by `SimilarityReconciler` on the offline MiniLM embedder, and ADD / UPDATE / DELETE are applied
+to the scope's live facts. What is live at the end is written as JSON lines (conversation,
+speaker, turn, fact text), one per live fact, in the order learned. The secret filter and the
+event dates are left out: neither changes a fact's words on this data.
+
+    .venv/bin/python bench/fact_quality/learned.py [--data PATH] [--out PATH] [--no-precise]
+
+`--no-precise` learns without the quality rules and restatement checks
+(`RuleExtractor(precise=False)`): what the path learned before them.
+
+The data is read in place (CC BY-NC 4.0, never copied into the project); only the learned fact
+texts are written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from locomo_data import DEFAULT_DATA, Conversation, load  # noqa: E402
+
+from memory_server.embedding.minilm import MiniLMBackend  # noqa: E402
+from memory_server.memory.facts.model import Decision, LiveFact  # noqa: E402
+from memory_server.memory.facts.reconcile import SimilarityReconciler  # noqa: E402
+from memory_server.memory.learning.extract import RuleExtractor  # noqa: E402
+from memory_server.memory.ports import ExtractionInput  # noqa: E402
+
+
+class _Embedder:
+    """The MiniLM backend as the reconciler's `Embedder`, with every text embedded once."""
+
+    def __init__(self) -> None:
+        self._backend = MiniLMBackend()
+        self._backend.load()
+        self._cache: dict[str, list[float]] = {}
+
+    @property
+    def model_name(self) -> str:
+        return "all-MiniLM-L6-v2"
+
+    @property
+    def dimension(self) -> int:
+        return self._backend.dimension
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if todo:
+            self._cache.update(zip(todo, self._backend.embed_batch(todo), strict=True))
+        return [self._cache[t] for t in texts]
+
+
+async def learn_side(
+    conversation: Conversation,
+    speaker: str,
+    extractor: RuleExtractor,
+    reconciler: SimilarityReconciler,
+) -> list[dict[str, str]]:
+    """The live facts of one speaker's scope after every answered turn of theirs is learned."""
+    live: dict[str, tuple[LiveFact, str]] = {}  # fact id -> (fact, the turn it came from)
+    turns = conversation.turns
+    next_id = 0
+    for i, turn in enumerate(turns):
+        reply = turns[i + 1] if i + 1 < len(turns) else None
+        if turn.speaker != speaker or reply is None or reply.session != turn.session:
+            continue  # only a turn with a reply is learned from (CompleteTurn)
+        known = [f for f, _ in live.values()]
+        turn_input = ExtractionInput(turn.text, reply.text, recalled=[f.text for f in known])
+        candidates = extractor.extract_sync(turn_input)
+        if not candidates:
+            continue
+        for d in await reconciler.reconcile(candidates, known):
+            c = d.candidate
+            if d.decision is Decision.ADD:
+                next_id += 1
+                fid = f"f{next_id}"
+                live[fid] = (LiveFact(fid, fid, c.text, c.kind), turn.dia_id)
+            elif d.decision is Decision.UPDATE and d.target_fact_id in live:
+                old = live[d.target_fact_id][0]
+                updated = LiveFact(old.fact_id, old.fact_id, c.text, c.kind)
+                live[d.target_fact_id] = (updated, turn.dia_id)
+            elif d.decision is Decision.DELETE:
+                live.pop(d.target_fact_id, None)
+    return [
+        {"conversation": conversation.sample_id, "speaker": speaker, "turn": dia, "fact": f.text}
+        for f, dia in live.values()
+    ]
+
+
+async def learn_all(data: Path, *, precise: bool = True) -> list[dict[str, str]]:
+    extractor = RuleExtractor(precise=precise)
+    reconciler = SimilarityReconciler(_Embedder())
+    out: list[dict[str, str]] = []
+    for conversation in load(data):
+        for speaker in dict.fromkeys(t.speaker for t in conversation.turns):
+            out += await learn_side(conversation, speaker, extractor, reconciler)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/learned_facts.jsonl"))
+    parser.add_argument("--no-precise", action="store_true", help="without the quality rules")
+    args = parser.parse_args()
+    began = time.perf_counter()
+    facts = asyncio.run(learn_all(args.data, precise=not args.no_precise))
+    with args.out.open("w", encoding="utf-8") as f:
+        for row in facts:
+            f.write(json.dumps(row) + "\n")
+    print(f"{len(facts)} live facts in {time.perf_counter() - began:.1f} s -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -361,7 +361,9 @@ async def test_an_imported_message_is_valid_when_said_and_recorded_when_stored(
     memory = await start_server()
     scope = _scope()
     said = pb.NewMessage(role=pb.ROLE_USER, content="I moved to Lisbon for the new job.")
-    said.created_at.FromDatetime(datetime(2020, 1, 1, tzinfo=UTC))
+    # Said a month ago (well inside retention), imported now.
+    now = datetime.now(UTC)
+    said.created_at.FromDatetime(now - timedelta(days=30))
     await memory.stub.AppendMessages(
         pb.AppendMessagesRequest(**scope, conversation_id=new_id(), messages=[said])
     )
@@ -375,8 +377,8 @@ async def test_an_imported_message_is_valid_when_said_and_recorded_when_stored(
             request.as_of_transaction_time.FromDatetime(recorded)
         return bool((await memory.stub.SearchEpisodes(request)).results)
 
-    year = datetime(2021, 1, 1, tzinfo=UTC)
+    week_ago = now - timedelta(days=7)
     assert await found(None, None)
-    assert await found(year, None)  # true in 2021, as we know now
-    assert not await found(datetime(2019, 1, 1, tzinfo=UTC), None)  # not yet said
-    assert not await found(year, year)  # in 2021 this database had not stored it
+    assert await found(week_ago, None)  # said by then, as we know now
+    assert not await found(now - timedelta(days=40), None)  # not yet said
+    assert not await found(week_ago, week_ago)  # a week ago this database had not stored it

@@ -13,6 +13,7 @@ from memory_server.memory.conversation.model import StoredMessage
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
 from memory_server.store.conversations._sql import MESSAGE_COLUMNS, read_message
+from memory_server.store.lexical import idf_coverage
 
 # A message is an episode believed at the as-of point ($v valid time, $t transaction time;
 # NULL: now) once it was said and stored: valid from its created_at, recorded from its
@@ -20,45 +21,16 @@ from memory_server.store.conversations._sql import MESSAGE_COLUMNS, read_message
 _EPISODE = """{m}.recallable AND {m}.role IN ('user', 'assistant')
     AND {m}.recorded_at <= COALESCE({t}, now()) AND {m}.created_at <= COALESCE({v}, now())"""
 _SCOPE_ID = "(SELECT id FROM scopes WHERE username = $1 AND graphname = $2)"
-_LEXICAL_EPISODE = _EPISODE.format(m="m", v="$5::timestamptz", t="$6::timestamptz")
+_LEXICAL_EPISODE = _EPISODE.format(m="v", v="$5::timestamptz", t="$6::timestamptz")
 
-# The idf-weighted share of the query's distinct stemmed words a message holds, in (0, 1], as
-# the facts' lexical signal scores versions (store/facts/_reads.py LEXICAL_STATEMENT), over
-# the scope's episodes believed at the as-of point.
-EPISODE_LEXICAL = f"""
-        WITH w AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words),
-        q AS MATERIALIZED (
-            SELECT words,
-                   CASE WHEN cardinality(words) > 0
-                        THEN to_tsquery('english', array_to_string(words, ' | ')) END AS tsq
-            FROM w
-        ),
-        matched AS MATERIALIZED (
-            SELECT m.seq,
-                   tsvector_to_array(ts_filter(setweight(m.lexemes, 'A', q.words), '{{a}}'))
-                       AS hits
-            FROM messages m, q
-            WHERE m.scope_id = {_SCOPE_ID} AND m.lexemes @@ q.tsq AND {_LEXICAL_EPISODE}
-        ),
-        n AS (
-            SELECT count(*)::float8 AS n FROM messages m
-            WHERE m.scope_id = {_SCOPE_ID} AND {_LEXICAL_EPISODE}
-        ),
-        df AS MATERIALIZED (
-            SELECT w, (SELECT count(*) FROM matched m WHERE w = ANY(m.hits)) AS df
-            FROM q, unnest(q.words) w
-        ),
-        idf AS (
-            SELECT d.w, ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM df d, n
-        ),
-        total AS (SELECT sum(idf) AS idf FROM idf)
-        SELECT m.seq,
-               least(1.0, (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE i.w = ANY(m.hits))
-                          / total.idf) AS coverage
-        FROM matched m, total
-        ORDER BY coverage DESC, m.seq DESC
-        LIMIT $4
-        """
+# The lexical signal, as for fact versions (store.lexical): the idf-weighted share of the
+# question's words a message holds, over the scope's episodes believed at the as-of point.
+EPISODE_LEXICAL = idf_coverage(
+    table="messages",
+    key="v.seq",
+    newest="v.seq",
+    scoped=f"v.scope_id = {_SCOPE_ID} AND {_LEXICAL_EPISODE}",
+)
 
 # Retention: at most $2 recallable messages older than $1 stop being episodes, and their
 # vectors leave the index (one delete row each, in the same statement).
@@ -98,7 +70,7 @@ class ConversationEpisodes:
             as_of.transaction_time,
             timeout=timeout_s,
         )
-        return [(int(r["seq"]), float(r["coverage"])) for r in rows]
+        return [(int(r["id"]), float(r["coverage"])) for r in rows]
 
     async def episodes(
         self, scope: Scope, seqs: Sequence[int], as_of: AsOf, *, timeout_s: float | None = None

@@ -24,53 +24,18 @@ from memory_server.store.facts._sql import (
     optional_id,
     read_version,
 )
+from memory_server.store.lexical import idf_coverage
 from memory_server.store.rows import row_reader
 
 _read_history_event = row_reader(HistoryEvent, version_id=optional_id)
 
 _LEXICAL_BELIEVED = BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")
-LEXICAL_STATEMENT = f"""
-        WITH w AS (SELECT tsvector_to_array(to_tsvector('english', $3)) AS words),
-        -- The OR query is built once: inside the row filter PostgreSQL would parse and
-        -- stem it again for every row of the scope (to_tsquery is only STABLE).
-        q AS MATERIALIZED (
-            SELECT words,
-                   CASE WHEN cardinality(words) > 0
-                        THEN to_tsquery('english', array_to_string(words, ' | ')) END AS tsq
-            FROM w
-        ),
-        -- A row's question words: weight A on them, keep only A (the stored lexemes carry
-        -- to_tsvector's default weight D), in one pass over the row's tsvector rather than
-        -- turning it into an array once per question word (bench/lexical_ab.py).
-        matched AS MATERIALIZED (
-            SELECT v.id, v.recorded_at,
-                   tsvector_to_array(ts_filter(setweight(v.lexemes, 'A', q.words), '{{a}}'))
-                       AS hits
-            FROM fact_versions v, q
-            WHERE v.scope_id = {SCOPE_ID}
-              AND v.lexemes @@ q.tsq
-              AND {_LEXICAL_BELIEVED}
-        ),
-        n AS (
-            SELECT count(*)::float8 AS n FROM fact_versions v
-            WHERE v.scope_id = {SCOPE_ID} AND {_LEXICAL_BELIEVED}
-        ),
-        -- Materialized: the idf below names df twice, and each would count again.
-        df AS MATERIALIZED (
-            SELECT w, (SELECT count(*) FROM matched m WHERE w = ANY(m.hits)) AS df
-            FROM q, unnest(q.words) w
-        ),
-        idf AS (
-            SELECT d.w, ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM df d, n
-        ),
-        total AS (SELECT sum(idf) AS idf FROM idf)
-        SELECT m.id,
-               least(1.0, (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE i.w = ANY(m.hits))
-                          / total.idf) AS coverage
-        FROM matched m, total
-        ORDER BY coverage DESC, m.recorded_at DESC
-        LIMIT $4
-        """
+LEXICAL_STATEMENT = idf_coverage(
+    table="fact_versions",
+    key="v.id",
+    newest="v.recorded_at",
+    scoped=f"v.scope_id = {SCOPE_ID} AND {_LEXICAL_BELIEVED}",
+)
 """The lexical signal's statement (FactReads.lexical, whose docstring says what it scores); its
 parameters are `lexical_arguments`; rows (id, coverage), best first. Public so that a benchmark
 times, explains or compares the very statement the store sends."""

@@ -48,7 +48,9 @@ def learning_parts(
 ) -> tuple[Extractor, Extractor | None, Reconciler]:
     """(extractor, the extractor it falls back to, reconciler); what needs closing goes on
     `stack`."""
-    extractor: Extractor = RuleExtractor(self_statements=settings.ltm_self_statements)
+    extractor: Extractor = RuleExtractor(
+        self_statements=settings.ltm_self_statements, precise=settings.ltm_precise_facts
+    )
     reconciler: Reconciler = SimilarityReconciler(embedder)
     if not settings.llm_base_url:
         return extractor, None, reconciler

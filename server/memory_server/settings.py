@@ -62,6 +62,10 @@ class Settings:
     # plain statements ("Pottery is a big part of my life"), close to their words; false keeps
     # only the forms (memory.learning.self_statements).
     ltm_self_statements: bool = True
+    # Offline learning: hold every learned fact to the written rules (one claim, no pointer
+    # without its referent, no small talk, something specific, no restatement of a live fact;
+    # bench/fact_quality/RULES.md, memory.learning.quality); false keeps what the forms read.
+    ltm_precise_facts: bool = True
     # Episodes: every user and assistant message, as stored, is embedded through the outbox
     # and searchable across the user's conversations (SearchEpisodes); a turn's context shows
     # at most episode_top_k of them scoring >= episode_score_threshold, in at most

@@ -121,7 +121,7 @@ async def test_turn_round_trip_then_context_and_conversation_show_both_turns(
         f"{expected.rendered}\ntokens  {expected.total_tokens} of {expected.budget_tokens} tokens"
         f" (summary 0, recent {expected.recent_tokens}, long-term 0); 2 recent messages,"
         " 0 omitted;"
-        " 0 facts recalled\n",
+        " 0 facts and 0 episodes recalled\n",
         "",
     )
 

@@ -82,13 +82,14 @@ async def _write_as_previous_release(
                 try:
                     pending = await conn.fetchval("SELECT count(*) FROM vector_outbox")
                     vectors = await conn.fetchval("SELECT count(*) FROM memory_vectors")
-                    return bool(pending == 0 and vectors == len(FACTS))
+                    # The facts, and the two messages as episodes.
+                    return bool(pending == 0 and vectors == len(FACTS) + 2)
                 except asyncpg.UndefinedTableError:
                     return False
                 finally:
                     await conn.close()
 
-            await assert_eventually(indexed, timeout_s=60, what="the outbox indexed both facts")
+            await assert_eventually(indexed, timeout_s=60, what="the outbox indexed both facts and both messages")
             return list(appended.message_ids)
         finally:
             await channel.close()

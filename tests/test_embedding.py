@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import socket
 import threading
 from collections.abc import Iterator, Sequence
@@ -19,6 +20,7 @@ from memory_server.embedding import (
     OpenAICompatibleEmbeddings,
 )
 from memory_server.embedding.minilm import group_by_length
+from memory_server.embedding.pool import EMBEDDING_NICE
 from memory_server.memory.errors import Overloaded, Unavailable
 from memory_server.memory.ports import Embedder
 
@@ -391,3 +393,20 @@ async def test_openai_backend_timeout_is_unavailable(fake_embeddings: FakeEmbedd
         with pytest.raises(Unavailable, match="did not answer in 0.2s"):
             await backend.embed_batch(["a"])
     fake_embeddings.release.set()
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no thread priorities here")
+async def test_the_model_runs_nicer_than_the_service() -> None:
+    """Bulk embedding (an imported history's episodes) yields the CPU to the event loop and
+    PostgreSQL: the pool's worker thread, and the model's threads it starts, run at
+    EMBEDDING_NICE (tests/test_no_stall.py measures what that buys)."""
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    async with EmbeddingPool(MiniLMBackend(), cache_size=0) as pool:
+        await pool.embed(["Which device did the two accounts share?"])
+        workers = [t for t in threading.enumerate() if t.name.startswith("embedding")]
+        assert workers
+        for worker in workers:
+            assert worker.native_id is not None
+            nice = os.getpriority(os.PRIO_PROCESS, worker.native_id)
+            assert nice == min(19, own + EMBEDDING_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # the loop's

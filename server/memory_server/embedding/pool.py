@@ -44,6 +44,10 @@ from memory_server.lifecycle import Lifecycle
 from memory_server.memory.errors import MemoryServiceError, Overloaded, Unavailable
 
 log = logging.getLogger(__name__)
+# The model's threads run this much nicer than the service's own (embedding.threaded): bulk
+# embedding (an imported history's episodes, a fact import) then yields the CPU to the event
+# loop and PostgreSQL instead of slowing every other scope's turns.
+EMBEDDING_NICE = 10
 
 
 @dataclass(slots=True)
@@ -91,7 +95,7 @@ class EmbeddingPool(Lifecycle):
         if is_async_backend(backend):
             self._backend = backend
         else:  # a TypeGuard does not narrow the other branch
-            self._backend = ThreadedBackend(cast(EmbeddingBackend, backend))
+            self._backend = ThreadedBackend(cast(EmbeddingBackend, backend), nice=EMBEDDING_NICE)
         self._max_batch = max_batch
         self._max_wait_s = max_wait_ms / 1000.0
         self._max_queue = max_queue

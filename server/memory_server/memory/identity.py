@@ -33,6 +33,11 @@ def scope_hash(username: str, graphname: str) -> str:
 
 
 EPISODE_PARTITION_SUFFIX = "/episodes"
+# An episode's vector is made from at most this many first characters of its message (its
+# words all count for the lexical signal): the offline model reads at most 256 word pieces
+# and costs about 47 ms a text at that length on 2 cores (bench/README.md, "Episodes"), and a
+# 60 KiB pasted document would otherwise be read, held and tokenized whole for nothing.
+EPISODE_EMBED_CHARS = 1000
 
 
 def episode_partition(scope_hash: str) -> str:

@@ -29,6 +29,8 @@ from memory_server.outbox.links import Indexed, LinkSettings, choose_links
 from memory_server.outbox.port import Backlog, OutboxBatch, OutboxItem, OutboxRows, VectorSource
 
 log = logging.getLogger(__name__)
+# Texts per embedding request when a batch holds episodes (OutboxWorker._vectors).
+EPISODE_CHUNK = 2
 
 
 class OutboxWorker(Lifecycle):
@@ -175,7 +177,7 @@ class OutboxWorker(Lifecycle):
                 upserts.pop(item.version_id, None)
         if upserts:
             ordered = list(upserts.values())
-            vectors = await self._embedder.embed(await self._texts(ordered))
+            vectors = await self._vectors(ordered)
             links = await self._link(batch, ordered, vectors)
             await self._index.upsert(
                 [
@@ -194,6 +196,18 @@ class OutboxWorker(Lifecycle):
             )
         if deletes:
             await self._index.delete(sorted(deletes))
+
+    async def _vectors(self, sources: Sequence[VectorSource]) -> list[list[float]]:
+        """The sources' vectors: facts in one request to the shared pool; episodes (whole
+        messages, each up to the model's length, so costly) EPISODE_CHUNK at a time, so that
+        a turn's question waits for one small chunk, not for a whole imported history."""
+        texts = await self._texts(sources)
+        if not any(s.episode for s in sources):
+            return await self._embedder.embed(texts)
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), EPISODE_CHUNK):
+            vectors += await self._embedder.embed(texts[start : start + EPISODE_CHUNK])
+        return vectors
 
     async def _texts(self, sources: Sequence[VectorSource]) -> list[str]:
         redactor = self._redactor

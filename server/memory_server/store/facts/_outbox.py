@@ -17,6 +17,7 @@ from datetime import timedelta
 import asyncpg
 
 from memory_server.memory.identity import (
+    EPISODE_EMBED_CHARS,
     EPISODE_PARTITION_SUFFIX,
     episode_partition,
     episode_seq,
@@ -84,10 +85,12 @@ class ClaimedRows:
             # An episode is valid and recorded from when it was said; erasure removes it
             # rather than closing it (memory.identity.episode_partition: its own partition).
             rows = await self._conn.fetch(
-                """SELECT m.seq, s.scope_hash, m.content, m.created_at, m.recorded_at
+                """SELECT m.seq, s.scope_hash, left(m.content, $2) AS content, m.created_at,
+                          m.recorded_at
                    FROM messages m JOIN scopes s ON s.id = m.scope_id
                    WHERE m.seq = ANY($1::bigint[]) AND m.recallable""",
                 seqs,
+                EPISODE_EMBED_CHARS,
             )
             for r in rows:
                 source = _episode(r, episode_partition(r["scope_hash"]))
@@ -179,8 +182,8 @@ class VectorOutbox(OnPool):
         self, scope_hash: str, as_of: AsOf, limit: int
     ) -> list[VectorSource]:
         rows = await self._pool.fetch(
-            """SELECT DISTINCT ON (o.version_id) o.id, m.seq, m.content, m.created_at,
-                      m.recorded_at
+            """SELECT DISTINCT ON (o.version_id) o.id, m.seq, left(m.content, $5) AS content,
+                      m.created_at, m.recorded_at
                FROM vector_outbox o JOIN messages m ON m.seq = episode_seq_of(o.version_id)
                WHERE o.scope_hash = $1 AND o.op = 'upsert' AND o.kind = 'episode'
                  AND m.recallable
@@ -192,6 +195,7 @@ class VectorOutbox(OnPool):
             as_of.transaction_time,
             as_of.valid_time,
             limit,
+            EPISODE_EMBED_CHARS,
         )
         partition = episode_partition(scope_hash)
         return [_episode(r, partition) for r in rows]

@@ -154,7 +154,7 @@ def build_long_term(
                 settings.episode_top_k,
                 settings.episode_score_threshold,
                 settings.episode_context_tokens,
-                neighbour_decay=settings.ltm_neighbour_decay,
+                neighbour_decay=settings.episode_neighbour_decay,
                 seeds=settings.ltm_link_seeds,
                 time_intent_weight=settings.ltm_time_intent_weight,
             ),

@@ -75,6 +75,9 @@ class Settings:
     episode_top_k: int = 3
     episode_score_threshold: float = 0.6
     episode_context_tokens: int = 600
+    # Episode search: each of the ltm_link_seeds best messages brings in the messages said just
+    # before and after it in its conversation, at its score times this (0: none).
+    episode_neighbour_decay: float = 0.75
     listen_address: str = "127.0.0.1:50051"
     # Where the embedded PostgreSQL keeps its data; empty = the platform default.
     data_dir: str = ""

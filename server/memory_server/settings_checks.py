@@ -37,6 +37,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "episode_top_k": (0, 100),
     "episode_score_threshold": (0.0, 1.0),
     "episode_context_tokens": (0, 1_000_000),
+    "episode_neighbour_decay": (0.0, 1.0),
     "ltm_second_hop_weight": (0.0, 1.0),
     "ltm_second_hop_bridges": (0, 10),
     "max_message_bytes": (1024, 16 * 1024 * 1024),

@@ -19,7 +19,8 @@ from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 
 EMBEDDED = "graphrag_memory_embedding_batch_size_sum"
-START_TURNS = 'graphrag_memory_rpc_requests_total{method="StartTurn",code="OK"}'
+# prometheus_client writes a sample's labels sorted by name.
+START_TURNS = 'graphrag_memory_rpc_requests_total{code="OK",method="StartTurn"}'
 PENDING = "graphrag_memory_outbox_pending"
 
 
@@ -51,6 +52,8 @@ async def ingest(
     at once; the feed's wall time, then how long until the outbox was empty."""
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.MemoryServiceStub(channel)
+        # What earlier phases left in the outbox is not this ingest's.
+        await _until_indexed(url, timeout_s)
         before = counters(url)
         started = time.monotonic()
 

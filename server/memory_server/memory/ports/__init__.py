@@ -9,7 +9,7 @@ from memory_server.memory.ports.conversation import (
     SummaryTurn,
     TokenCounter,
 )
-from memory_server.memory.ports.episodes import EpisodeStore
+from memory_server.memory.ports.episodes import Episodes, EpisodeStore
 from memory_server.memory.ports.facts import Applying, FactLink, FactStore, LinkedVersion, Revise
 from memory_server.memory.ports.index import (
     AsOf,
@@ -31,6 +31,7 @@ __all__ = [
     "ConversationStore",
     "Embedder",
     "EpisodeStore",
+    "Episodes",
     "EventDates",
     "ExtractionInput",
     "Extractor",

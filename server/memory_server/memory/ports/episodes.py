@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from memory_server.memory.conversation.model import StoredMessage
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports.index import AsOf
+
+
+class Episodes(NamedTuple):
+    messages: list[StoredMessage]
+    neighbours: dict[int, list[StoredMessage]]  # by the seq of the message they surround
 
 
 class EpisodeStore(Protocol):
@@ -22,17 +27,17 @@ class EpisodeStore(Protocol):
         ...
 
     async def episodes(
-        self, scope: Scope, seqs: Sequence[int], as_of: AsOf, *, timeout_s: float | None = None
-    ) -> list[StoredMessage]:
-        """Those of the messages that are episodes of the scope believed at `as_of` (said by
-        then, still recallable)."""
-        ...
-
-    async def episode_neighbours(
-        self, scope: Scope, seqs: Sequence[int], as_of: AsOf, *, timeout_s: float | None = None
-    ) -> dict[int, list[StoredMessage]]:
-        """For each message, the episodes said just before and just after it in its
-        conversation, believed at `as_of`."""
+        self,
+        scope: Scope,
+        seqs: Sequence[int],
+        as_of: AsOf,
+        *,
+        around: Sequence[int] = (),
+        timeout_s: float | None = None,
+    ) -> Episodes:
+        """Those of the messages that are episodes of the scope believed at `as_of` (said and
+        stored by then, still recallable), and for each of `around`, the episodes said just
+        before and just after it in its conversation."""
         ...
 
     async def expire_episodes(self, cutoff: datetime, limit: int = 10_000) -> int:

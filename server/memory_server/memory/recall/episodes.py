@@ -123,14 +123,18 @@ class EpisodeRecall:
         }
         if not signals:
             return []
-        # Both signals are known before any text: rank first, then read the messages and the
-        # exchange around the best (both statements at once). A time vote may reorder the best
-        # few, so the exchange is read around twice as many.
+        # Both signals are known before any text: rank first, then read the best messages and
+        # the exchange around them (one statement). A time vote may reorder the best few, so
+        # the exchange is read around twice as many.
         ranked = sorted(signals, key=lambda seq: (-fuse(*signals[seq]), -seq))
         wide = ranked[: 2 * self.settings.seeds] if self.settings.neighbour_decay > 0 else []
-        messages, around = await asyncio.gather(
-            self.store.episodes(scope, ranked, as_of, timeout_s=timeout_s),
-            self.store.episode_neighbours(scope, wide, as_of, timeout_s=timeout_s),
+        # Only the best are read: enough for top_k and the seeds when a few are not believed.
+        messages, around = await self.store.episodes(
+            scope,
+            ranked[: 2 * max(top_k, self.settings.seeds)],
+            as_of,
+            around=wide,
+            timeout_s=timeout_s,
         )
         vote = self._time_vote(query)
         best = {

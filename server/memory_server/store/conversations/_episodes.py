@@ -9,9 +9,8 @@ from datetime import datetime
 
 import asyncpg
 
-from memory_server.memory.conversation.model import StoredMessage
 from memory_server.memory.identity import Scope
-from memory_server.memory.ports import AsOf
+from memory_server.memory.ports import AsOf, Episodes
 from memory_server.store.conversations._sql import MESSAGE_COLUMNS, read_message
 from memory_server.store.lexical import idf_coverage
 
@@ -73,50 +72,37 @@ class ConversationEpisodes:
         return [(int(r["id"]), float(r["coverage"])) for r in rows]
 
     async def episodes(
-        self, scope: Scope, seqs: Sequence[int], as_of: AsOf, *, timeout_s: float | None = None
-    ) -> list[StoredMessage]:
-        """The given messages that are episodes of the scope believed at `as_of`."""
-        if not seqs:
-            return []
+        self,
+        scope: Scope,
+        seqs: Sequence[int],
+        as_of: AsOf,
+        *,
+        around: Sequence[int] = (),
+        timeout_s: float | None = None,
+    ) -> Episodes:
+        """The given messages that are episodes of the scope believed at `as_of`, and for each
+        of `around` (believed too), the episodes said just before and just after it in its
+        conversation; one statement."""
+        if not seqs and not around:
+            return Episodes([], {})
         believed = _EPISODE.format(m="m", v="$4::timestamptz", t="$5::timestamptz")
+        near = _EPISODE.format(m="n", v="$4::timestamptz", t="$5::timestamptz")
         rows = await self._pool.fetch(
-            f"""SELECT {MESSAGE_COLUMNS} FROM messages m
+            f"""SELECT NULL::bigint AS seed, {MESSAGE_COLUMNS} FROM messages m
                 JOIN conversations c ON c.id = m.conversation_pk
-                WHERE m.scope_id = {_SCOPE_ID} AND m.seq = ANY($3::bigint[]) AND {believed}""",
-            scope.username,
-            scope.graphname,
-            list(seqs),
-            as_of.valid_time,
-            as_of.transaction_time,
-            timeout=timeout_s,
-        )
-        return [read_message(r) for r in rows]
-
-    async def episode_neighbours(
-        self, scope: Scope, seqs: Sequence[int], as_of: AsOf, *, timeout_s: float | None = None
-    ) -> dict[int, list[StoredMessage]]:
-        """For each message, the episodes said just before and just after it in its
-        conversation (believed at `as_of`), by the conversation's order."""
-        if not seqs:
-            return {}
-        believed = _EPISODE.format(m="n", v="$4::timestamptz", t="$5::timestamptz")
-        seed_believed = _EPISODE.format(m="m", v="$4::timestamptz", t="$5::timestamptz")
-        columns = MESSAGE_COLUMNS.replace("m.", "n.")
-        rows = await self._pool.fetch(
-            f"""SELECT s.seed, {columns}
-                FROM unnest($3::bigint[]) AS s(seed)
-                JOIN messages m ON m.seq = s.seed AND m.scope_id = {_SCOPE_ID}
-                                   AND {seed_believed}
+                WHERE m.scope_id = {_SCOPE_ID} AND m.seq = ANY($3::bigint[]) AND {believed}
+                UNION ALL
+                SELECT s.seed, {MESSAGE_COLUMNS.replace("m.", "n.")}
+                FROM unnest($6::bigint[]) AS s(seed)
+                JOIN messages m ON m.seq = s.seed AND m.scope_id = {_SCOPE_ID} AND {believed}
                 JOIN conversations c ON c.id = m.conversation_pk
                 CROSS JOIN LATERAL (
                     (SELECT n.* FROM messages n
-                     WHERE n.conversation_pk = m.conversation_pk AND n.seq < m.seq
-                       AND {believed}
+                     WHERE n.conversation_pk = m.conversation_pk AND n.seq < m.seq AND {near}
                      ORDER BY n.seq DESC LIMIT 1)
                     UNION ALL
                     (SELECT n.* FROM messages n
-                     WHERE n.conversation_pk = m.conversation_pk AND n.seq > m.seq
-                       AND {believed}
+                     WHERE n.conversation_pk = m.conversation_pk AND n.seq > m.seq AND {near}
                      ORDER BY n.seq LIMIT 1)
                 ) n""",
             scope.username,
@@ -124,12 +110,16 @@ class ConversationEpisodes:
             list(seqs),
             as_of.valid_time,
             as_of.transaction_time,
+            list(around),
             timeout=timeout_s,
         )
-        out: dict[int, list[StoredMessage]] = {}
+        found = Episodes([], {})
         for r in rows:
-            out.setdefault(int(r["seed"]), []).append(read_message(r))
-        return out
+            if r["seed"] is None:
+                found.messages.append(read_message(r))
+            else:
+                found.neighbours.setdefault(int(r["seed"]), []).append(read_message(r))
+        return found
 
     async def expire_episodes(self, cutoff: datetime, limit: int = 10_000) -> int:
         """Messages said before `cutoff` are no longer recalled (at most `limit` a call);

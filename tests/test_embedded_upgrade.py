@@ -89,7 +89,9 @@ async def _write_as_previous_release(
                 finally:
                     await conn.close()
 
-            await assert_eventually(indexed, timeout_s=60, what="the outbox indexed both facts and both messages")
+            await assert_eventually(
+                indexed, timeout_s=60, what="the outbox indexed both facts and both messages"
+            )
             return list(appended.message_ids)
         finally:
             await channel.close()

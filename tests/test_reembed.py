@@ -11,9 +11,9 @@ import pytest
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
-from memory_server.admin import reembed
+from memory_server.admin import backfill_episodes, reembed
 from memory_server.main import MemoryServer
-from memory_server.memory.identity import scope_hash
+from memory_server.memory.identity import episode_partition, scope_hash
 from memory_server.settings import load_settings
 from memory_server.store.facts import EmbeddingModelMismatch
 
@@ -60,3 +60,39 @@ async def test_model_change_needs_reembed_and_then_converges(fresh_database_url:
 async def grpc_channel(server: MemoryServer) -> AsyncIterator[pb_grpc.MemoryServiceStub]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
         yield pb_grpc.MemoryServiceStub(channel)
+
+
+async def test_reembed_keeps_the_episodes_and_backfill_embeds_old_messages(
+    fresh_database_url: str,
+) -> None:
+    """Re-embedding empties the index: the episodes come back with the facts. Messages stored
+    while episodes were off (or before them) are embedded by `episodes-backfill`."""
+    base = {"database_url": fresh_database_url, "listen_address": "127.0.0.1:0"}
+    scope = {"username": "backfill-user", "graphname": "Finance"}
+    partition = episode_partition(scope_hash(**scope))
+    said = [pb.NewMessage(role=pb.ROLE_USER, content="The Pixel tablet is shared by two accounts.")]
+    off = load_settings(overrides={**base, "episodes": False})
+    async with MemoryServer(off) as server, grpc_channel(server) as stub:
+        await stub.AppendMessages(
+            pb.AppendMessagesRequest(**scope, conversation_id="old", messages=said)
+        )
+    assert await backfill_episodes(load_settings(overrides=base)) == 1
+    async with MemoryServer(load_settings(overrides=base)) as server:
+        assert server.index is not None and server.outbox is not None
+        index, outbox = server.index, server.outbox
+
+        async def indexed() -> bool:
+            return await index.count(partition) == 1 and (await outbox.backlog()).waiting == 0
+
+        await assert_eventually(indexed, what="the backfilled episode")
+    assert await reembed(load_settings(overrides=base)) == 0  # no facts, one episode
+    async with MemoryServer(load_settings(overrides=base)) as server:
+        assert server.index is not None and server.outbox is not None
+        index, outbox = server.index, server.outbox
+        await assert_eventually(indexed, what="the re-embedded episode")
+        async with grpc_channel(server) as stub:
+            found = await stub.SearchEpisodes(
+                pb.SearchEpisodesRequest(**scope, query="which gadget is shared", threshold=0.0)
+            )
+        assert [r.message.conversation_id for r in found.results] == ["old"]
+        assert found.results[0].vector_score > 0

@@ -1,8 +1,13 @@
 """Administrative commands: `python -m memory_server.admin COMMAND [settings flags]`.
 
   reembed   Switch the stored vectors to the configured embedding model: records the new model,
-            empties the vector index and queues every fact version for the outbox, which
-            embeds them again once a server runs. Fact text and history are untouched.
+            empties the vector index and queues every fact version (and, with `episodes` on,
+            every message that is an episode) for the outbox, which embeds them again once a
+            server runs. Fact text, history and messages are untouched.
+  episodes-backfill
+            Queue every message that is an episode for embedding: the messages stored before
+            episodes (migration 0010) or while `episodes` was off. Upserts are idempotent, so
+            one already indexed is simply embedded again.
   index-kind show|hnsw|exact
             The database's pgvector index kind: show it, or switch it for every server that
             shares the database (memory_server.index.pgvector_kind).
@@ -18,6 +23,8 @@ import os
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+
+import asyncpg
 
 from memory_server.index import pgvector_kind
 from memory_server.index.pgvector import PgVectorIndex
@@ -47,18 +54,44 @@ async def reembed(settings: Settings) -> int:
                    SELECT s.scope_hash, 'upsert', v.id FROM fact_versions v
                    JOIN scopes s ON s.id = v.scope_id ORDER BY v.recorded_at"""
             )
+            episodes = await _queue_episodes(conn) if settings.episodes else 0
     queued = int(status.rsplit(" ", 1)[-1])
     log.info(
-        "re-embedding %d fact versions with %s (%d dimensions)",
+        "re-embedding %d fact versions and %d episodes with %s (%d dimensions)",
         queued,
+        episodes,
         backend.model_name,
         backend.dimension,
     )
     return queued
 
 
+async def _queue_episodes(conn: asyncpg.Connection) -> int:
+    """Queues every message that is an episode (as migration 0010's trigger queues a new one);
+    how many."""
+    status = await conn.execute(
+        """INSERT INTO vector_outbox (scope_hash, op, version_id, kind)
+           SELECT s.scope_hash, 'upsert', memory_episode_id(m.seq), 'episode'
+           FROM messages m JOIN scopes s ON s.id = m.scope_id
+           WHERE m.recallable AND m.role IN ('user', 'assistant') AND m.content <> ''
+           ORDER BY m.seq"""
+    )
+    return int(status.rsplit(" ", 1)[-1])
+
+
+async def backfill_episodes(settings: Settings) -> int:
+    """Returns how many messages were queued for embedding as episodes."""
+    async with AsyncExitStack() as stack:
+        _, pool = await open_database(settings, stack)
+        async with pool.acquire() as conn, conn.transaction():
+            queued = await _queue_episodes(conn)
+    log.info("queued %d messages for embedding as episodes", queued)
+    return queued
+
+
 _USAGE = (
     "usage: python -m memory_server.admin reembed [settings flags]\n"
+    "       python -m memory_server.admin episodes-backfill [settings flags]\n"
     "       python -m memory_server.admin index-kind show|hnsw|exact [settings flags]\n"
 )
 
@@ -67,7 +100,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["index-kind"]:
         raise SystemExit(pgvector_kind.cli(args[1:]))
-    if args[:1] != ["reembed"]:
+    if args[:1] not in (["reembed"], ["episodes-backfill"]):
         sys.stderr.write(_USAGE)
         raise SystemExit(2)
     try:
@@ -80,6 +113,10 @@ def cli(argv: Sequence[str] | None = None) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args[0] == "episodes-backfill":
+        episodes = asyncio.run(backfill_episodes(settings))
+        sys.stdout.write(f"queued {episodes} messages for embedding as episodes\n")
+        return
     queued = asyncio.run(reembed(settings))
     sys.stdout.write(f"queued {queued} fact versions for re-embedding\n")
 

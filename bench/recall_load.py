@@ -64,6 +64,9 @@ class RecallOptions:
     facts: int
     seed_turns: int
     tag: str
+    # Each question numbered, so none is asked twice (the embedding cache then answers only
+    # what a real turn would find in it: the stored message its own recall embedded).
+    unique_questions: bool = False
 
 
 def usernames(tag: str, kind: str, scopes: int) -> list[str]:
@@ -258,7 +261,10 @@ async def drive_turns(opts: RecallOptions, channel: grpc.aio.Channel) -> None:
     async def start(w: int, i: int) -> None:
         nonlocal degraded
         conv = convs[w]
-        request = pb.StartTurnRequest(**conv.scope(), content=qs[i % len(qs)])
+        question = qs[i % len(qs)]
+        if opts.unique_questions:
+            question = f"{question} (asked by worker {w}, turn {i})"
+        request = pb.StartTurnRequest(**conv.scope(), content=question)
         reply = await stub.StartTurn(request, timeout=30)
         ltm = reply.context.long_term
         recalled.append(len(ltm.facts))

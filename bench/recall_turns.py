@@ -55,6 +55,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--server-arg", action="append", default=[], help="extra server flag")
     p.add_argument("--episodes-ab", action="store_true", help="with and without episodes")
     p.add_argument("--ingest-turns", type=int, default=20, help="per scope, --episodes-ab")
+    p.add_argument(
+        "--unique-questions",
+        action="store_true",
+        help="number each question (no two alike), for a run with the embedding cache on",
+    )
     p.add_argument("--profile-dir", type=Path, help="py-spy the server in each recall window")
     p.add_argument("--json-out", type=Path, default=Path("bench/results/recall_turns.json"))
     # Internal: run one scenario as the driver (its own process).
@@ -75,6 +80,8 @@ def run_phase(
     command += ["--concurrency", str(n)]
     for flag in ("duration_s", "warmup_s", "facts", "scopes", "seed_turns"):
         command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    if args.unique_questions:
+        command.append("--unique-questions")
 
     def on_mark(mark: str) -> None:
         if mark == "measure_start" and scenario == "recall" and args.profile_dir:
@@ -197,7 +204,8 @@ def main() -> None:
     if args.drive:
         import recall_load
 
-        fields = ("dsn", "duration_s", "warmup_s", "scopes", "facts", "seed_turns", "tag")
+        fields = ("dsn", "duration_s", "warmup_s", "scopes", "facts", "seed_turns", "tag",
+                  "unique_questions")  # fmt: skip
         opts = {k: getattr(args, k) for k in fields}
         recall_load.run(RecallOptions(args.target, scenario=args.drive, concurrency=levels[0],
                                       **opts))  # fmt: skip

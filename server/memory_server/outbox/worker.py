@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 
 from memory_server.lifecycle import Lifecycle
@@ -31,6 +32,8 @@ from memory_server.outbox.port import Backlog, OutboxBatch, OutboxItem, OutboxRo
 log = logging.getLogger(__name__)
 # Texts per embedding request when a batch holds episodes (OutboxWorker._vectors).
 EPISODE_CHUNK = 2
+# The longest an episode chunk waits for the pool's queued questions to go first.
+QUESTIONS_FIRST_S = 0.5
 
 
 class OutboxWorker(Lifecycle):
@@ -206,8 +209,17 @@ class OutboxWorker(Lifecycle):
             return await self._embedder.embed(texts)
         vectors: list[list[float]] = []
         for start in range(0, len(texts), EPISODE_CHUNK):
+            await self._after_questions()
             vectors += await self._embedder.embed(texts[start : start + EPISODE_CHUNK])
         return vectors
+
+    async def _after_questions(self) -> None:
+        """Background work gives way: while the shared pool has texts queued (a turn's
+        question; the outbox's own chunks are awaited one at a time), the next chunk waits,
+        at most QUESTIONS_FIRST_S."""
+        deadline = time.monotonic() + QUESTIONS_FIRST_S
+        while getattr(self._embedder, "queue_depth", 0) > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
 
     async def _texts(self, sources: Sequence[VectorSource]) -> list[str]:
         redactor = self._redactor

@@ -246,7 +246,7 @@ class MemoryServer:
         self.outbox = OutboxWorker(
             facts,
             self.index,
-            embedder,
+            embedder.background(),  # questions go first
             batch_size=settings.outbox_batch_size,
             poll_interval_s=settings.outbox_poll_seconds,
             max_backoff_s=settings.outbox_max_backoff_seconds,

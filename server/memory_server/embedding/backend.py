@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
-from typing import Protocol, TypeGuard
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from memory_server.memory.errors import MemoryServiceError
 
@@ -53,6 +53,16 @@ class EmbeddingBackend(Protocol):
 
     def close(self) -> None:
         """Release the model (idempotent; safe when never loaded)."""
+        ...
+
+
+@runtime_checkable
+class SplitsBackground(Protocol):
+    """A synchronous model that can run a second copy of itself for background work (the pool
+    runs that copy in a lowest-priority worker process: embedding.process)."""
+
+    def background_factory(self) -> Callable[[], EmbeddingBackend]:
+        """What makes the copy, picklable (a class or a functools.partial of one)."""
         ...
 
 

@@ -19,11 +19,12 @@ targets) without spin-waiting, so an idle model burns no CPU.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.resources
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +92,18 @@ class MiniLMBackend:
     @property
     def loaded(self) -> bool:
         return self._session is not None
+
+    def background_factory(self) -> Callable[[], MiniLMBackend]:
+        """The same model and tokenizer on one intra-op thread, for the pool's background
+        process (one thread: it is to take only idle CPU, not both cores)."""
+        return functools.partial(
+            MiniLMBackend,
+            intra_op_threads=1,
+            max_tokens=self._max_tokens,
+            batch_tokens=self._batch_tokens,
+            model_path=self._model_path,
+            tokenizer_path=self._tokenizer_path,
+        )
 
     def load(self) -> None:
         """Load the tokenizer and the ONNX session (idempotent; about 0.4 s)."""

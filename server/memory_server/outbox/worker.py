@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 
 from memory_server.lifecycle import Lifecycle
@@ -30,10 +29,6 @@ from memory_server.outbox.links import Indexed, LinkSettings, choose_links
 from memory_server.outbox.port import Backlog, OutboxBatch, OutboxItem, OutboxRows, VectorSource
 
 log = logging.getLogger(__name__)
-# Texts per embedding request when a batch holds episodes (OutboxWorker._vectors).
-EPISODE_CHUNK = 2
-# The longest an episode chunk waits for the pool's queued questions to go first.
-QUESTIONS_FIRST_S = 0.5
 
 
 class OutboxWorker(Lifecycle):
@@ -201,25 +196,10 @@ class OutboxWorker(Lifecycle):
             await self._index.delete(sorted(deletes))
 
     async def _vectors(self, sources: Sequence[VectorSource]) -> list[list[float]]:
-        """The sources' vectors: facts in one request to the shared pool; episodes (whole
-        messages, each up to the model's length, so costly) EPISODE_CHUNK at a time, so that
-        a turn's question waits for one small chunk, not for a whole imported history."""
-        texts = await self._texts(sources)
-        if not any(s.episode for s in sources):
-            return await self._embedder.embed(texts)
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), EPISODE_CHUNK):
-            await self._after_questions()
-            vectors += await self._embedder.embed(texts[start : start + EPISODE_CHUNK])
-        return vectors
-
-    async def _after_questions(self) -> None:
-        """Background work gives way: while the shared pool has texts queued (a turn's
-        question; the outbox's own chunks are awaited one at a time), the next chunk waits,
-        at most QUESTIONS_FIRST_S."""
-        deadline = time.monotonic() + QUESTIONS_FIRST_S
-        while getattr(self._embedder, "queue_depth", 0) > 0 and time.monotonic() < deadline:
-            await asyncio.sleep(0.002)
+        """The sources' vectors in one request. The server hands the outbox the pool's
+        background lane (EmbeddingPool.background): a turn's question goes before an
+        imported history's episodes."""
+        return await self._embedder.embed(await self._texts(sources))
 
     async def _texts(self, sources: Sequence[VectorSource]) -> list[str]:
         redactor = self._redactor

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from collections.abc import Sequence
 
 import pytest
@@ -157,3 +158,39 @@ async def test_a_background_process_that_dies_fails_its_batch_and_the_next_one_s
         assert (await worker.worker())[0] != pid
     finally:
         await worker.close()
+
+
+_HOLDER = """
+import asyncio, sys
+from memory_server.embedding import MiniLMBackend
+from memory_server.embedding.process import ProcessBackend
+
+async def main():
+    worker = ProcessBackend(MiniLMBackend().background_factory(), model_name="m", dimension=384)
+    pid, _ = await worker.worker()
+    print(pid, flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+async def test_the_background_process_dies_with_a_server_killed_with_sigkill() -> None:
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLDER, stdout=asyncio.subprocess.PIPE
+    )
+    assert holder.stdout is not None
+    try:
+        worker = int(await asyncio.wait_for(holder.stdout.readline(), 60))
+        os.kill(worker, 0)  # alive
+    finally:
+        holder.kill()
+        await holder.wait()
+    for _ in range(100):
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the background worker {worker} outlived its server")

@@ -10,15 +10,19 @@ A process shares no lock: at SCHED_IDLE (Linux; nice 19 elsewhere) it takes only
 turns and PostgreSQL leave idle, and the loop only sends it texts and reads back vectors.
 
 The process is started (spawn, not fork: the server has gRPC's threads) on the first batch and
-loads the model there; one that dies is started again on the next batch.
+loads the model there; one that dies is started again on the next batch. On Linux it dies with
+the server (PR_SET_PDEATHSIG), so a server killed with SIGKILL leaves no worker behind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -29,6 +33,7 @@ from memory_server.embedding.backend import EmbeddingBackend
 from memory_server.memory.errors import Unavailable
 
 _T = TypeVar("_T")
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _model: EmbeddingBackend | None = None  # the worker process's model
 
 
@@ -94,14 +99,15 @@ class ProcessBackend:
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start,
-                    initargs=(self._factory,),
+                    initargs=(self._factory, os.getpid()),
                 )
             return self._executor
 
 
-def _start(factory: Callable[[], EmbeddingBackend]) -> None:
-    """In the worker process: the lowest CPU priority, then the model."""
+def _start(factory: Callable[[], EmbeddingBackend], parent: int) -> None:
+    """In the worker process: gone with the server, the lowest CPU priority, then the model."""
     global _model
+    _die_with(parent)
     lowered = False
     if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
         with contextlib.suppress(OSError):
@@ -111,6 +117,18 @@ def _start(factory: Callable[[], EmbeddingBackend]) -> None:
         with contextlib.suppress(OSError):
             os.nice(19)
     _model = factory()
+
+
+def _die_with(parent: int) -> None:
+    """Linux: the kernel kills this process when the server's thread that started it ends,
+    so a server killed with SIGKILL leaves no worker behind (holding its stderr open, say)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it ended before the line above
+        os._exit(1)
 
 
 def _ready() -> bool:

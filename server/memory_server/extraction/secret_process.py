@@ -16,8 +16,10 @@ done in the calling thread, so a text is never stored unscanned.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -29,6 +31,8 @@ from memory_server.memory.ports import Scrubbed
 __all__ = ["INLINE_CHARS", "ProcessSecretFilter"]
 
 log = logging.getLogger(__name__)
+# The scan worker process runs this much nicer than the server.
+SCAN_NICE = 10
 
 # Below this a scan takes a few milliseconds: sending it to the process would cost more.
 INLINE_CHARS: Final = 16 * 1024
@@ -38,6 +42,10 @@ _worker_filter: DetectSecretsFilter | None = None
 
 def _start_worker() -> None:
     global _worker_filter
+    # Long texts are imports and pasted documents: their scan yields the CPU to every other
+    # scope's turns (tests/test_no_stall.py), as the background embedding does.
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(SCAN_NICE)
     _worker_filter = DetectSecretsFilter()
 
 

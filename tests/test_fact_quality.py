@@ -76,9 +76,10 @@ def test_the_labelled_set_is_complete_and_labelled_by_the_rules() -> None:
 def test_the_rules_keep_good_facts_and_drop_the_others() -> None:
     kept, dropped = _tally(_items())
     total_kept = sum(kept.values())
-    # Measured: 80.2 % good and 4.2 % restatements among the 192 kept (48.0 % and 8.9 % before);
-    # 8.3 % of the good facts are lost. These are the facts the rules were written on: the
-    # sample learned with them (test above) is the measure, these figures a regression check.
+    # Measured: 81.8 % good and 4.3 % restatements among the 187 kept (48.0 % and 8.9 % before);
+    # 8.9 % of the good facts are lost (80.2 %, 4.2 % and 8.3 % before the second round).
+    # These are the facts the rules were written on: the sample learned with them (test above)
+    # is the measure, these figures a regression check.
     assert kept["good"] / total_kept >= 0.80
     assert kept["restatement"] / total_kept <= 0.045
     assert dropped["good"] / (kept["good"] + dropped["good"]) <= 0.09
@@ -115,6 +116,18 @@ def test_the_rules_hold_on_the_sample_labelled_before_they_were_run() -> None:
         ("Is currently playing this fantasy RPG called Xenoblade Chronicles", None),
         ("Knows hard work is what got them this far in their career", None),
         ("Wants the assistant to always answer in French", None),
+        # Added with the second round of rules (bench/fact_quality/RULES.md).
+        ("Taking time for themselves is vital", Broken.SMALL_TALK),
+        ("Staying in shape is important to them", None),
+        ("Is completely content already", Broken.SMALL_TALK),
+        ("The world building and storytelling always blow them away", Broken.SMALL_TALK),
+        ("Is going to keep using their voice to make a change", Broken.SMALL_TALK),
+        ("Pushes each other to be their best", Broken.SUBJECT),
+        ("Found these lovely flowers", Broken.SUBJECT),
+        ("Goes a few times a week", Broken.VAGUE),
+        ("All had great ideas and brainstormed together", Broken.GARBLED),
+        ("Had a blast on their camping trip last summer", None),
+        ("Plays chess with Maria and they push each other", None),
     ],
 )
 def test_each_rule(text: str, broken: Broken | None) -> None:

@@ -65,6 +65,7 @@ from memory_server.memory.learning.quality_rules import (
     THAT_NOUNS,
     THEM_OBJECT_RE,
     TIME_RE,
+    UNNAMED_POINTER_RE,
 )
 from memory_server.memory.learning.self_statements import meaningful_words
 from memory_server.memory.learning.world_rules import DATED_RE, UNDATED_NOT_EVENTS
@@ -147,7 +148,7 @@ def verdict(text: str, *, shaped: bool = False, event: bool = False) -> Broken |
         OPENING_DEMONSTRATIVE_RE.match(first) and not NAME_RE.search(text)
     )
     them = THEM_OBJECT_RE.match(first) and not SUBJECT_FIRST_RE.match(first)
-    if opening or them or _unresolved(TIME_RE.sub("", first)):
+    if opening or them or _unresolved(TIME_RE.sub("", first)) or _unnamed(first):
         return Broken.SUBJECT
     if SOMETHING_RE.match(text):
         return Broken.VAGUE
@@ -167,6 +168,16 @@ def _specific(text: str) -> list[str]:
     """The words of `text` that say what, who, where or when: codes and figures count."""
     words = [w for w in meaningful_words(text) if w not in EMPTY]
     return words + FIGURE_RE.findall(text)
+
+
+def _unnamed(text: str) -> bool:
+    """Whether `text` has a pointer that only a name or a person before it resolves ("each
+    other", "felt it", "these lovely flowers") and none is there."""
+    m = UNNAMED_POINTER_RE.search(text)
+    if m is None or INTRODUCED_RE.search(text):
+        return False
+    before = text[: m.start()]
+    return not (NAME_RE.search(before) or set(meaningful_words(before)) & PEOPLE)
 
 
 def _unresolved(text: str) -> bool:

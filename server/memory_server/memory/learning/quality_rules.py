@@ -76,6 +76,10 @@ THEM_OBJECT_RE = _rx(
     r"makes?|made|helps?|helped|lets?|gives?|gave|keeps?|kept|reminds?|brings?)\b)[\w'-]+ )+"
     r"them\b"
 )
+# Pointers a name or a person before them resolves: "Pushes each other" (who?), "they felt it".
+UNNAMED_POINTER_RE = _rx(
+    r"\beach other\b|\b(?:felt|feel|feels) it\b|\b(?:these|those) (?:\w+ )?\w+s\b"
+)
 # A demonstrative that introduces what it names ("this awesome fantasy RPG called ...").
 INTRODUCED_RE = _rx(r"(?:this|these)\b[^,.]*\b(?:called|named|by|from)\b")
 TIME_RE = _rx(
@@ -123,7 +127,8 @@ LUCKY_RE = _rx(
     r"^(?:is|feels|has been)\s+(?:(?:so|really|very|super|truly)\s+)*(?:lucky|blessed)\b"
 )
 MOMENT_RE = _rx(
-    r"^(?:is|was|felt|feels)\s+(?:(?:so|really|very|super|just|also|all|truly|pretty|totally)\s+)*"
+    r"^(?:is|was|felt|feels)\s+(?:(?:so|really|very|super|just|also|all|truly|pretty|totally|"
+    r"completely|already)\s+)*"
     r"(?:lucky|blessed|grateful|thankful|excited|happy|glad|stoked|pumped|thrilled|proud|"
     r"inspired|hopeful|humbled|touched|honou?red|amazed|speechless|fulfilled|nervous|scared|"
     r"anxious|stressed|relieved|overwhelmed|content|determined|eager|a mix of \w+)\b"
@@ -141,7 +146,13 @@ PEP_TALK_RE = _rx(
     r"keep(?:s|ing)? making a difference|give up on their dreams|trying new things|"
     r"(?:hard work|it) (?:paid|paying|pays) off|grinding|moving ahead|true sel(?:f|ves)|"
     r"make it work|pushing themselves|nothing but good|\bis key$|"
-    r"dreams? (?:are|is) com)"
+    r"dreams? (?:are|is) com|make a change|making a (?:real |big )?difference|lift(?:s|ing)? "
+    r"(?:others|people) up|(?:using|giving) their voice|focusing on the positive|"
+    r"looking forward to what|what's (?:coming|next|ahead)|where (?:\w+ )?takes them|"
+    r"(?:creating|making) (?:\w+ )?memories|"
+    r"having (?:such )?a (?:great|good|fun|wonderful) time|stay(?:s|ing)? close|"
+    r"how (?:it|that|this) makes them feel|they feel (?:so |really )?(?:at peace|good|great|"
+    r"happy|calm|relaxed|content))"
 )
 # A general truth, or how an experience felt, with no act or thing of the user's in it.
 PLATITUDE_RE = _rx(
@@ -152,7 +163,10 @@ PLATITUDE_RE = _rx(
     # a generic subject's effect on the user: "Music brings them together and brings joy"
     r"^(?:music|family|family's|love|friends|friendship|kindness|support|art|nature|pets|"
     r"challenges|memories)\b.*\b(?:brings?|gives?|grounds|fills|helps?) them\b|"
-    r"^(?:is starting to |has )?(?:realiz|realis|learn)\w* that\b"
+    r"^(?:is starting to |has )?(?:realiz|realis|learn)\w* that\b|"
+    # an activity said to matter: "Taking time for themselves is vital", "... is so important"
+    r"^\w+ing\b[^.]*?\b(?:is|are|'s)\s+(?:(?:so|really|super|very|also|just|absolutely)\s+)*"
+    r"(?:important|vital|crucial|essential|key|necessary|everything)\b(?! to them)"
 )
 # A reaction to what was seen or heard: "The energy was really motivating", "Seeing the smiles on
 # their faces really made them feel good".
@@ -161,7 +175,8 @@ REACTION_RE = _rx(
     r"amazing|awesome|great|incredible|wonderful|unreal|insane|spectacular|breathtaking)\b|"
     r"^(?:seeing|hearing|knowing|watching|feeling)\b.*\b(?:made|makes|fills|filled|gives|gave) "
     r"them (?:feel|so|with|such)\b|^(?:seeing|hearing|watching)\b[^,]*\b(?:was|is) (?:so |really )?"
-    r"(?:awesome|amazing|great|priceless|the best|incredible|wonderful)\b"
+    r"(?:awesome|amazing|great|priceless|the best|incredible|wonderful)\b|"
+    r"\bblows? them away\b|\bblowing them away\b|\bis infectious\b"
 )
 LISTENER_RE = _rx(r"\bthe assistant(?:'s)?\b")
 EVALUATION_END_RE = _rx(
@@ -186,7 +201,8 @@ EMPTY = words(
     ready okay alright positive hopeful motivated focused determined life news chance
     opportunity opportunities happened happen happens exciting interesting wild crazy emotions
     emotion mix overall progress working ton tons able idea ideas options give back see where
-    right monday tuesday wednesday thursday friday saturday sunday"""
+    right monday tuesday wednesday thursday friday saturday sunday time times goes support
+    received input"""
 )
 MIN_WORDS = 2  # specific words a fact needs (R4)
 FIGURE_RE = re.compile(r"\b[A-Za-z]*\d[\w.-]*")
@@ -196,7 +212,7 @@ SOMETHING_RE = _rx(r"^(?:\w+ ){1,2}?(?:something|anything|stuff|some stuff|thing
 # --- R5: a rewrite gone wrong ---------------------------------------------------------------
 GARBLED_RE = _rx(
     r"^(?:\w+l(?:ie|y)s|mays|mights|musts|shoulds|oughts)\b|"  # "Completelies", "Mays"
-    r"^(?:both|all|each)\s+\w+s\b|"  # "Both knows", "All finds"
+    r"^(?:both|all|each)\s+(?:\w+s|had|have|were|are|got)\b|"  # "Both knows", "All had"
     r"^(?:of|than|and|or|because|since|though|although|whether|plus)\b|"  # no subject left
     # a reply's opener left in: "For sure, challenges ...", "Yup, they do- Oscar ..."
     r"^(?:yup|yep|yeah|for sure|for asking|problem|no problem|worries|no worries|of course|"

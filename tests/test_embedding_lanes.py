@@ -129,7 +129,7 @@ async def test_the_local_model_embeds_background_texts_in_an_idle_process_of_its
         foreground = await pool.embed(texts)
         background = await pool.background().embed(texts)
     for a, b in zip(foreground, background, strict=True):
-        assert cosine(a, b) > 0.9999  # the same model (one intra-op thread instead of two)
+        assert cosine(a, b) > 0.9999  # the same model, in another process
     model = MiniLMBackend()
     worker = ProcessBackend(model.background_factory(), model_name="m", dimension=384)
     try:

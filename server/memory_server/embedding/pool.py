@@ -14,7 +14,7 @@ whenever they queue up while the backend is busy, which is when batching pays.
 
 Two lanes (embedding.lanes): foreground texts (a turn's question, a fact being reconciled) and
 background texts (the outbox indexing facts and episodes, through `background()`). A model that
-can run a second copy (`SplitsBackground`: MiniLM, on one thread) embeds the background lane on
+can run a second copy (`SplitsBackground`: MiniLM) embeds the background lane on
 that copy in a worker process at the lowest CPU priority (embedding.process), so that an
 imported history's episodes take only the CPU that turns and PostgreSQL leave idle; any other
 model (an HTTP endpoint) takes a background batch, a few texts at a time, only when no

@@ -38,22 +38,24 @@ async def test_model_change_needs_reembed_and_then_converges(fresh_database_url:
 
     assert await reembed(settings) == 1
     async with MemoryServer(settings) as server:
-        assert server.index is not None and server.outbox is not None
-        index, outbox = server.index, server.outbox
-
-        async def indexed() -> bool:
-            return (
-                await index.count(scope_hash(**scope)) == 1
-                and (await outbox.backlog()).waiting == 0
-            )
-
-        await assert_eventually(indexed, what="re-embedded vectors")
+        await _one_vector_in(server, scope_hash(**scope), what="re-embedded vectors")
         async with grpc_channel(server) as stub:
             found = await stub.SearchFacts(
                 pb.SearchFactsRequest(**scope, query="which charts", threshold=0.0)
             )
             assert [r.fact.text for r in found.results] == ["Prefers Sankey charts"]
             assert found.results[0].vector_score > 0
+
+
+async def _one_vector_in(server: MemoryServer, partition: str, *, what: str) -> None:
+    """Waits until the index holds one vector in `partition` and the outbox is empty."""
+    index, outbox = server.index, server.outbox
+    assert index is not None and outbox is not None
+
+    async def indexed() -> bool:
+        return await index.count(partition) == 1 and (await outbox.backlog()).waiting == 0
+
+    await assert_eventually(indexed, what=what)
 
 
 @asynccontextmanager
@@ -78,18 +80,10 @@ async def test_reembed_keeps_the_episodes_and_backfill_embeds_old_messages(
         )
     assert await backfill_episodes(load_settings(overrides=base)) == 1
     async with MemoryServer(load_settings(overrides=base)) as server:
-        assert server.index is not None and server.outbox is not None
-        index, outbox = server.index, server.outbox
-
-        async def indexed() -> bool:
-            return await index.count(partition) == 1 and (await outbox.backlog()).waiting == 0
-
-        await assert_eventually(indexed, what="the backfilled episode")
+        await _one_vector_in(server, partition, what="the backfilled episode")
     assert await reembed(load_settings(overrides=base)) == 0  # no facts, one episode
     async with MemoryServer(load_settings(overrides=base)) as server:
-        assert server.index is not None and server.outbox is not None
-        index, outbox = server.index, server.outbox
-        await assert_eventually(indexed, what="the re-embedded episode")
+        await _one_vector_in(server, partition, what="the re-embedded episode")
         async with grpc_channel(server) as stub:
             found = await stub.SearchEpisodes(
                 pb.SearchEpisodesRequest(**scope, query="which gadget is shared", threshold=0.0)

@@ -29,10 +29,6 @@ class VectorCache:
         self.hits = 0
         self.misses = 0
 
-    @property
-    def enabled(self) -> bool:
-        return self._size > 0
-
     def __len__(self) -> int:
         return len(self._entries)
 

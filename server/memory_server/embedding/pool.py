@@ -122,10 +122,6 @@ class EmbeddingPool(Lifecycle):
         """An Embedder over this pool for work nobody waits on (the outbox)."""
         return BackgroundLane(self)
 
-    async def embed_background(self, texts: Sequence[str]) -> list[list[float]]:
-        """As `embed`, in the background lane."""
-        return await self._embed(texts, self._lanes.background)
-
     async def _embed(self, texts: Sequence[str], lane: deque[Item]) -> list[list[float]]:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one str")
@@ -203,8 +199,7 @@ class EmbeddingPool(Lifecycle):
                     task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         for runner in runners:
-            fail(runner.in_flight, "the embedding pool is closed")
-            runner.in_flight = []
+            runner.abandon("the embedding pool is closed")
         fail(self._lanes.drain(), "the embedding pool is closed")
         for runner in runners:
             await runner.close(max(deadline - time.monotonic(), 1.0))
@@ -338,5 +333,5 @@ class BackgroundLane:
         return self._pool.dimension
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors for `texts`, in order, embedded while no foreground text waits."""
-        return await self._pool.embed_background(texts)
+        """Vectors for `texts`, in order, in the pool's background lane."""
+        return await self._pool._embed(texts, self._pool._lanes.background)

@@ -65,6 +65,11 @@ class Runner:
                 call.future.set_result([v for v in call.results if v is not None])
         return vectors, seconds
 
+    def abandon(self, reason: str) -> None:
+        """Fails the calls of the batch in flight (its task was cancelled) with Unavailable."""
+        fail(self.in_flight, reason)
+        self.in_flight = []
+
     async def close(self, timeout_s: float) -> None:
         """Releases the backend; a failure or a timeout is logged, not raised."""
         name = self.backend.model_name

@@ -76,25 +76,53 @@ def test_the_labelled_set_is_complete_and_labelled_by_the_rules() -> None:
 def test_the_rules_keep_good_facts_and_drop_the_others() -> None:
     kept, dropped = _tally(_items())
     total_kept = sum(kept.values())
-    # Measured: 81.8 % good and 4.3 % restatements among the 187 kept (48.0 % and 8.9 % before);
-    # 8.9 % of the good facts are lost (80.2 %, 4.2 % and 8.3 % before the second round).
-    # These are the facts the rules were written on: the sample learned with them (test above)
-    # is the measure, these figures a regression check.
-    assert kept["good"] / total_kept >= 0.80
+    # Measured: 86.1 % good and 4.0 % restatements among the 173 kept (48.0 % and 8.9 % before);
+    # 11.3 % of the good facts are lost (81.8 %, 4.3 % and 8.9 % before the third round, whose
+    # words that say nothing specific take most of the vague facts left). These are the facts
+    # the rules were written on: the census of what the path learns (RULES.md) is the measure,
+    # these figures a regression check. The reconciler's restatements in other words are not
+    # in it (tests/test_restated.py).
+    assert kept["good"] / total_kept >= 0.85
     assert kept["restatement"] / total_kept <= 0.045
-    assert dropped["good"] / (kept["good"] + dropped["good"]) <= 0.09
+    assert dropped["good"] / (kept["good"] + dropped["good"]) <= 0.12
     # Every garbled fact, nearly all small talk and most vague facts and restatements go.
     assert dropped["garbled"] == kept["garbled"] + dropped["garbled"]
-    assert dropped["small_talk"] / (kept["small_talk"] + dropped["small_talk"]) >= 0.93
-    assert dropped["vague"] / (kept["vague"] + dropped["vague"]) >= 0.7
-    assert dropped["restatement"] / (kept["restatement"] + dropped["restatement"]) >= 0.74
+    assert dropped["small_talk"] / (kept["small_talk"] + dropped["small_talk"]) >= 0.95
+    assert dropped["vague"] / (kept["vague"] + dropped["vague"]) >= 0.8
+    assert dropped["restatement"] / (kept["restatement"] + dropped["restatement"]) >= 0.77
+
+
+def test_the_census_labels_every_fact_the_path_learned_by_the_rules() -> None:
+    census = _items(path=FIXTURES / "census.jsonl")
+    assert len(census) >= 787
+    assert {str(i["source"]) for i in census} == {"earlier", "census", "added"}
+    for item in census:
+        label, rule = str(item["label"]), str(item["rule"])
+        assert label in LABELS, item
+        assert (rule == "") == (label == "good"), item
+        if label == "restatement":
+            assert rule == "R6", item
+        elif label != "good":
+            assert rule in RULE_OF[label], item
+    counts = Counter(str(i["label"]) for i in census if i["source"] != "added")
+    # What the path learned at 3079a46: 69.4 % good, 6.1 % restatements (RULES.md).
+    assert counts["good"] == 546 and counts["restatement"] == 48
+    # The third round's words alone (the facts read as self statements, without their scope):
+    # 74.9 % good among the 708 they keep, 17 good facts dropped for 63 bad ones.
+    kept: Counter[str] = Counter()
+    dropped: Counter[str] = Counter()
+    for item in census:
+        (kept if verdict(tidy(str(item["fact"]))) is None else dropped)[str(item["label"])] += 1
+    assert kept["good"] / sum(kept.values()) >= 0.745
+    assert dropped["good"] <= 17
 
 
 def test_the_rules_hold_on_the_sample_labelled_before_they_were_run() -> None:
     kept, dropped = _tally(_items("check"))
-    # Measured 77.6 % good among the 58 kept (45.5 % before), 10 % of its good facts lost: the
-    # rules were written on the other sample, and generalise less well than they fit it.
-    assert kept["good"] / sum(kept.values()) >= 0.77
+    # Measured 80.4 % good among the 56 kept (45.5 % before, 77.6 % after the second round),
+    # 10 % of its good facts lost: it has been looked at since, so this is no longer a blind
+    # figure, only a check that the rules do not fit one part of the set alone.
+    assert kept["good"] / sum(kept.values()) >= 0.80
     assert dropped["good"] / (kept["good"] + dropped["good"]) <= 0.1
 
 
@@ -128,6 +156,13 @@ def test_the_rules_hold_on_the_sample_labelled_before_they_were_run() -> None:
         ("All had great ideas and brainstormed together", Broken.GARBLED),
         ("Had a blast on their camping trip last summer", None),
         ("Plays chess with Maria and they push each other", None),
+        # Third round: words that say what a statement is like, not what it is about.
+        ("Loves helping others", Broken.VAGUE),
+        ("Their hard work is paying off", Broken.VAGUE),
+        ("Creativity and family keep them at peace", Broken.VAGUE),
+        ("Learns a lot from their own struggles", Broken.VAGUE),
+        ("Loves making dairy-free desserts for friends", None),
+        ("Has always wanted to learn Spanish", None),  # a name and one word are enough
     ],
 )
 def test_each_rule(text: str, broken: Broken | None) -> None:

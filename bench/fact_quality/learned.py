@@ -5,13 +5,17 @@ extractor and reconciler: per speaker's scope, each of their turns that gets a r
 `RuleExtractor` with the scope's live facts as the recalled texts, the candidates are decided
 by `SimilarityReconciler` on the offline MiniLM embedder, and ADD / UPDATE / DELETE are applied
 to the scope's live facts. What is live at the end is written as JSON lines (conversation,
-speaker, turn, fact text), one per live fact, in the order learned. The secret filter and the
-event dates are left out: neither changes a fact's words on this data.
+speaker, turn, fact text), one per live fact, in the order learned. Each candidate's event date
+is resolved against its session's date, as the server does (a dated candidate is a new event,
+never a restatement). The secret filter is left out: it changes no fact's words on this data.
 
     .venv/bin/python bench/fact_quality/learned.py [--data PATH] [--out PATH] [--no-precise]
+        [--restated-at COSINE]
 
 `--no-precise` learns without the quality rules and restatement checks
-(`RuleExtractor(precise=False)`): what the path learned before them.
+(`RuleExtractor(precise=False)`, no `restated_at`): what the path learned before them.
+`--restated-at` sets the reconciler's cut-off for a restatement in other words (default: the
+server's, `RESTATED_AT`).
 
 The data is read in place (CC BY-NC 4.0, never copied into the project); only the learned fact
 texts are written.
@@ -32,10 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from locomo_data import DEFAULT_DATA, Conversation, load  # noqa: E402
 
 from memory_server.embedding.minilm import MiniLMBackend  # noqa: E402
+from memory_server.extraction.event_dates import DateparserEvents  # noqa: E402
 from memory_server.memory.facts.model import Decision, LiveFact  # noqa: E402
-from memory_server.memory.facts.reconcile import SimilarityReconciler  # noqa: E402
+from memory_server.memory.facts.reconcile import RESTATED_AT, SimilarityReconciler  # noqa: E402
 from memory_server.memory.learning.extract import RuleExtractor  # noqa: E402
 from memory_server.memory.ports import ExtractionInput  # noqa: E402
+from memory_server.memory.time.event_time import said_when  # noqa: E402
 
 
 class _Embedder:
@@ -66,6 +72,7 @@ async def learn_side(
     speaker: str,
     extractor: RuleExtractor,
     reconciler: SimilarityReconciler,
+    events: DateparserEvents,
 ) -> list[dict[str, str]]:
     """The live facts of one speaker's scope after every answered turn of theirs is learned."""
     live: dict[str, tuple[LiveFact, str]] = {}  # fact id -> (fact, the turn it came from)
@@ -77,7 +84,7 @@ async def learn_side(
             continue  # only a turn with a reply is learned from (CompleteTurn)
         known = [f for f, _ in live.values()]
         turn_input = ExtractionInput(turn.text, reply.text, recalled=[f.text for f in known])
-        candidates = extractor.extract_sync(turn_input)
+        candidates = await said_when(extractor.extract_sync(turn_input), turn.said_at, events)
         if not candidates:
             continue
         for d in await reconciler.reconcile(candidates, known):
@@ -98,13 +105,16 @@ async def learn_side(
     ]
 
 
-async def learn_all(data: Path, *, precise: bool = True) -> list[dict[str, str]]:
+async def learn_all(
+    data: Path, *, precise: bool = True, restated_at: float | None = RESTATED_AT
+) -> list[dict[str, str]]:
     extractor = RuleExtractor(precise=precise)
-    reconciler = SimilarityReconciler(_Embedder())
+    reconciler = SimilarityReconciler(_Embedder(), restated_at=restated_at if precise else None)
+    events = DateparserEvents()
     out: list[dict[str, str]] = []
     for conversation in load(data):
         for speaker in dict.fromkeys(t.speaker for t in conversation.turns):
-            out += await learn_side(conversation, speaker, extractor, reconciler)
+            out += await learn_side(conversation, speaker, extractor, reconciler, events)
     return out
 
 
@@ -113,9 +123,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, default=Path("/tmp/learned_facts.jsonl"))
     parser.add_argument("--no-precise", action="store_true", help="without the quality rules")
+    parser.add_argument("--restated-at", type=float, default=RESTATED_AT)
     args = parser.parse_args()
     began = time.perf_counter()
-    facts = asyncio.run(learn_all(args.data, precise=not args.no_precise))
+    facts = asyncio.run(
+        learn_all(args.data, precise=not args.no_precise, restated_at=args.restated_at)
+    )
     with args.out.open("w", encoding="utf-8") as f:
         for row in facts:
             f.write(json.dumps(row) + "\n")

@@ -15,7 +15,7 @@ from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.memory.facts.admin import FactAdmin
 from memory_server.memory.facts.changes import FactChanges
-from memory_server.memory.facts.reconcile import SimilarityReconciler
+from memory_server.memory.facts.reconcile import RESTATED_AT, SimilarityReconciler
 from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.learning.learn import Learning
 from memory_server.memory.learning.reading import TurnReader
@@ -51,7 +51,9 @@ def learning_parts(
     extractor: Extractor = RuleExtractor(
         self_statements=settings.ltm_self_statements, precise=settings.ltm_precise_facts
     )
-    reconciler: Reconciler = SimilarityReconciler(embedder)
+    # With precise facts, a state said again in other words is not stored twice.
+    restated_at = RESTATED_AT if settings.ltm_precise_facts else None
+    reconciler: Reconciler = SimilarityReconciler(embedder, restated_at=restated_at)
     if not settings.llm_base_url:
         return extractor, None, reconciler
     # mem0 extracts and one LLM call reconciles; both fall back to the rules when the endpoint

@@ -41,6 +41,7 @@ from memory_server.memory.learning.quality_rules import (
     FIGURE_RE,
     FIRST_SENTENCE_POINTER_RE,
     GARBLED_RE,
+    GENERIC,
     INTRODUCED_RE,
     IT_WHEN_RE,
     LISTENER_RE,
@@ -49,6 +50,7 @@ from memory_server.memory.learning.quality_rules import (
     MOMENT_RE,
     MORE_RE,
     NAME_RE,
+    NAMED_RE,
     NOUN_NEXT_RE,
     OPENER_RE,
     OPENING_DEMONSTRATIVE_RE,
@@ -152,11 +154,13 @@ def verdict(text: str, *, shaped: bool = False, event: bool = False) -> Broken |
         return Broken.SUBJECT
     if SOMETHING_RE.match(text):
         return Broken.VAGUE
-    specific = _specific(text)
+    specific = [w for w in _specific(text) if w not in GENERIC]
     # One word may be enough for a dated event ("Went camping last weekend", "Graduated last
     # week"), unless that word is the moment's work or talk ("Submitted a few more last week").
     # A form's event needs one word beside its verb ("Got a new puppy", not "Joined in").
-    enough = 1 if event and specific and not text.lower().startswith(specific[0]) else MIN_WORDS
+    # A name is enough beside one more word ("Has always wanted to learn Spanish").
+    one = event and specific and not text.lower().startswith(specific[0])
+    enough = 1 if one or NAMED_RE.search(text) else MIN_WORDS
     if len(specific) < enough and not (
         specific and DATED_RE.search(text) and specific[0] not in UNDATED_NOT_EVENTS
     ):

@@ -91,6 +91,8 @@ DEGREE_RE = _rx(r"\s+(?:far|much|long|many|often|good|bad|big)\b")
 PERSONAL = words("he she him his her hers")
 THAT_NOUNS = words("one pic picture photo place feeling moment name way")
 NAME_RE = re.compile(r"(?<=\S)\s+(?:[A-Z][\w'-]+)")  # a capitalised word after the first
+# A capitalised word inside a sentence: a name ("learn Spanish"), not a sentence's first word.
+NAMED_RE = re.compile(r"(?<=[\w,'])\s+(?!I\b)(?:[A-Z][\w'-]+)")
 # The fact opens with its subject, not a verb: "Dancing lets them ...", "Their store ...",
 # "Art's allowed them ...", "Basketball has been ...".
 SUBJECT_FIRST_RE = _rx(
@@ -203,6 +205,29 @@ EMPTY = words(
     emotion mix overall progress working ton tons able idea ideas options give back see where
     right monday tuesday wednesday thursday friday saturday sunday time times goes support
     received input"""
+)
+# Words that say what a statement of the user's is like, not what it is about (R4, second
+# round): verbs of liking and light verbs, abstract nouns of feeling and striving, people in
+# general and words that only grade. "Loves helping others", "Their hard work is paying off",
+# "Creativity and family keep them at peace" have nothing else; "Loves making dairy-free
+# desserts" has two words beside them. A rule form's fact ("Loves the ocean") is not counted
+# with them: its form says what it is.
+GENERIC = words(
+    """love loves loved loving like likes liked enjoy enjoys enjoyed enjoying appreciate
+    cherish cherishes treasure treasures adore make makes making made take takes taking took
+    come comes coming came get gets give gives gave given let lets bring brings bringing
+    brought put putting share shares sharing shared help helps helped helping want wants
+    wanted know knows knew figure figured seem seems seemed become becomes use uses grow
+    growing meet meeting met see seeing saw seen tell told learn learns find finding found
+    think thinking thought hope hoping hopes look looking looks
+    work journey dream dreams reality challenge challenges success goal
+    goals passion passions passionate joy happiness peace comfort strength confidence
+    creativity inspiration motivation freedom unity acceptance self-acceptance growth
+    care mind minds beauty stress worries worry feelings emotions encouragement connection
+    connections balance adventure atmosphere reminder
+    others everyone someone somebody anyone everybody
+    huge real electric sweet peaceful calm bright thrilling carefree own same whole other
+    another such"""
 )
 MIN_WORDS = 2  # specific words a fact needs (R4)
 FIGURE_RE = re.compile(r"\b[A-Za-z]*\d[\w.-]*")

@@ -7,15 +7,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from test_probe import learned_facts
 from test_reconcile import MODEL  # the real MiniLM model
 
-from memory_client.v1 import memory_pb2 as pb
 from memory_server.extraction.event_dates import DateparserEvents
+from memory_server.memory.facts.meaning import RESTATED_AT
 from memory_server.memory.facts.model import Candidate, Decision, FactKind, LiveFact
-from memory_server.memory.facts.reconcile import RESTATED_AT, SimilarityReconciler
+from memory_server.memory.facts.reconcile import SimilarityReconciler
 from memory_server.memory.time.event_time import said_when
 
-from conftest import RunningServer, ServerFactory, new_id
+from conftest import ServerFactory
 
 OTHER, PREFERENCE = FactKind.OTHER, FactKind.PREFERENCE
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -76,39 +77,21 @@ def test_the_cut_off_lies_between_related_and_duplicate() -> None:
         SimilarityReconciler(MODEL, restated_at=0.3)
 
 
-async def _facts_after(memory: RunningServer, scope: dict[str, str]) -> list[str]:
-    for message in (
-        "I just joined a fire-fighting brigade.",
-        "I'm part of the fire-fighting brigade.",
-    ):
-        conversation = new_id()
-        started = await memory.stub.StartTurn(
-            pb.StartTurnRequest(**scope, conversation_id=conversation, content=message)
-        )
-        await memory.stub.CompleteTurn(
-            pb.CompleteTurnRequest(
-                **scope,
-                conversation_id=conversation,
-                content="Good to know.",
-                parent_id=started.message.message_id,
-            )
-        )
-    listed = await memory.stub.ListFacts(pb.ListFactsRequest(**scope))
-    return sorted(f.text for f in listed.facts)
+SAID_TWICE = ("I just joined a fire-fighting brigade.", "I'm part of the fire-fighting brigade.")
 
 
 async def test_the_learning_path_keeps_one_fact_for_a_state_said_twice(
     start_server: ServerFactory, scope: dict[str, str]
 ) -> None:
     precise = await start_server(fact_extract_async=False)
-    assert await _facts_after(precise, scope) == ["Joined a fire-fighting brigade"]
+    assert await learned_facts(precise, scope, *SAID_TWICE) == ["Joined a fire-fighting brigade"]
 
 
 async def test_without_precise_facts_both_are_kept(
     start_server: ServerFactory, scope: dict[str, str]
 ) -> None:
     loose = await start_server(fact_extract_async=False, ltm_precise_facts=False)
-    assert await _facts_after(loose, scope) == [
+    assert await learned_facts(loose, scope, *SAID_TWICE) == [
         "Is part of the fire-fighting brigade",
         "Joined a fire-fighting brigade",
     ]

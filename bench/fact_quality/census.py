@@ -21,29 +21,48 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from learned import learn_all
+from learned import Learned, learn_all
 from locomo_data import DEFAULT_DATA
 
 CENSUS = Path(__file__).resolve().parent / "census.jsonl"
 DEFAULT_CUTS = "0.64,0.66,0.68,0.70,0.72,0.74,0.92"
 
 
-def labels() -> dict[str, str]:
+@dataclass(frozen=True)
+class Label:
+    label: str
+    # A restatement's: the facts it says again, and its label when none of them is live.
+    restates: tuple[str, ...] = ()
+    otherwise: str = ""
+
+
+def labels() -> dict[str, Label]:
     """Fact text -> label, from the census."""
-    out: dict[str, str] = {}
+    out: dict[str, Label] = {}
     for line in CENSUS.read_text(encoding="utf-8").splitlines():
         item = json.loads(line)
-        out[str(item["fact"])] = str(item["label"])
+        restates = tuple(str(t) for t in item.get("restates", ()))
+        out[str(item["fact"])] = Label(str(item["label"]), restates, str(item.get("otherwise", "")))
     return out
 
 
-def tally(facts: Iterable[dict[str, str]], known: dict[str, str]) -> dict[str, Counter[str]]:
-    """Per conversation, the census labels of `facts` ("?" for one it does not hold)."""
+def tally(facts: Sequence[Learned], known: dict[str, Label]) -> dict[str, Counter[str]]:
+    """Per conversation, the census labels of `facts` ("?" for one it does not hold). A
+    restatement is one only while a fact it says again is live in its scope: else it counts
+    as its `otherwise` label (it says again what is no longer kept)."""
+    live = {(f["conversation"], f["speaker"], f["fact"]) for f in facts}
     out: dict[str, Counter[str]] = {}
     for fact in facts:
-        out.setdefault(fact["conversation"], Counter())[known.get(fact["fact"], "?")] += 1
+        found = known.get(fact["fact"])
+        label = "?" if found is None else found.label
+        if found is not None and found.restates:
+            scope = (fact["conversation"], fact["speaker"])
+            if not any((*scope, text) in live for text in found.restates):
+                label = found.otherwise
+        out.setdefault(fact["conversation"], Counter())[label] += 1
     return out
 
 
@@ -56,7 +75,7 @@ def shares(counts: Iterable[Counter[str]]) -> tuple[float, float, int]:
     return (total["good"] / n, total["restatement"] / n, n) if n else (0.0, 0.0, 0)
 
 
-def _read(path: Path) -> list[dict[str, str]]:
+def _read(path: Path) -> list[Learned]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 

@@ -5,6 +5,7 @@ fall back to them."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
@@ -15,7 +16,9 @@ from memory_server.embedding.pool import EmbeddingPool
 from memory_server.extraction.event_dates import DateparserEvents
 from memory_server.memory.facts.admin import FactAdmin
 from memory_server.memory.facts.changes import FactChanges
-from memory_server.memory.facts.reconcile import RESTATED_AT, SimilarityReconciler
+from memory_server.memory.facts.meaning import RESTATED_AT
+from memory_server.memory.facts.probe import FactProbe
+from memory_server.memory.facts.reconcile import SimilarityReconciler
 from memory_server.memory.learning.extract import RuleExtractor
 from memory_server.memory.learning.learn import Learning
 from memory_server.memory.learning.reading import TurnReader
@@ -42,6 +45,8 @@ from memory_server.settings import Settings
 
 __all__ = ["LongTerm", "build_long_term", "embedding_backend", "learning_parts", "recall_settings"]
 
+log = logging.getLogger(__name__)
+
 
 def learning_parts(
     settings: Settings, embedder: EmbeddingPool, stack: AsyncExitStack
@@ -51,9 +56,19 @@ def learning_parts(
     extractor: Extractor = RuleExtractor(
         self_statements=settings.ltm_self_statements, precise=settings.ltm_precise_facts
     )
-    # With precise facts, a state said again in other words is not stored twice.
-    restated_at = RESTATED_AT if settings.ltm_precise_facts else None
-    reconciler: Reconciler = SimilarityReconciler(embedder, restated_at=restated_at)
+    # With precise facts, a state said again in other words is not stored twice, and small
+    # talk the rules let through is judged by the probe. Both are measured on the offline
+    # model's vectors (its cosines, its probe): with another model only the word rules apply.
+    probe = FactProbe.for_model(embedder.model_name) if settings.ltm_precise_facts else None
+    if settings.ltm_precise_facts and probe is None:
+        log.info(
+            "learning: the fact probe and the restatement cut-off are for the offline model; "
+            "with %s only the word rules judge learned facts",
+            embedder.model_name,
+        )
+    reconciler: Reconciler = SimilarityReconciler(
+        embedder, restated_at=RESTATED_AT if probe else None, probe=probe
+    )
     if not settings.llm_base_url:
         return extractor, None, reconciler
     # mem0 extracts and one LLM call reconciles; both fall back to the rules when the endpoint

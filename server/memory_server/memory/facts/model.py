@@ -74,6 +74,9 @@ class Candidate:
     said_at: datetime | None = None
     # The date its text speaks of ("yesterday" said on 8 May 2023 is 7 May 2023), if any.
     event: EventTime | None = None
+    # True for a self statement (memory/learning/self_statements.py): the user's own words about
+    # their life, which no rule form read; the precise path judges these most strictly.
+    told: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,9 @@ that points at a fact added earlier in the batch has no target: that fact has no
           after "Just joined a fire-fighting brigade"). A dated one ("Went to a pride parade
           last Friday") is a new event, however similar; "Likes blues" after "Likes jazz" is
           about another thing.
+* NONE    (with `probe`, the learning path's precise facts) a self statement, preference or
+          goal that the probe on its vector takes for small talk or a vague one
+          (memory/facts/probe.py): nothing is kept, and it has no target.
 * ADD     anything else.
 
 Slot rules (memory.facts.shape) tell a restatement from a contradiction.
@@ -45,6 +48,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from memory_server.memory.facts.meaning import other_subject, other_thing
 from memory_server.memory.facts.model import (
     Candidate,
     Decision,
@@ -52,6 +56,7 @@ from memory_server.memory.facts.model import (
     LiveFact,
     ReconciledCandidate,
 )
+from memory_server.memory.facts.probe import FactProbe
 from memory_server.memory.facts.shape import (
     FactShape,
     about_other_slots,
@@ -61,8 +66,6 @@ from memory_server.memory.facts.shape import (
     shape_of,
 )
 from memory_server.memory.facts.values import Values, changed, differ, introduces, values_of
-from memory_server.memory.learning.quality_rules import EMPTY, GENERIC
-from memory_server.memory.learning.words import content_words
 from memory_server.memory.ports import Embedder, Revise
 
 
@@ -81,12 +84,6 @@ class _Entry:
     deleted: bool = False
 
 
-# Where an undated candidate restates a live fact (MiniLM cosine), chosen by leave-one-
-# conversation-out on LoCoMo's dev split (bench/fact_quality/RULES.md, "Third round"): every
-# fold's fit is flat from 0.64 to 0.70.
-RESTATED_AT = 0.68
-
-
 class SimilarityReconciler:
     """Reconciler that needs no language model: embeddings plus slot rules (see module doc)."""
 
@@ -97,6 +94,7 @@ class SimilarityReconciler:
         duplicate_at: float = 0.92,
         related_at: float = 0.55,
         restated_at: float | None = None,
+        probe: FactProbe | None = None,
     ) -> None:
         if not 0.0 < related_at <= duplicate_at <= 1.0:
             raise ValueError("need 0 < related_at <= duplicate_at <= 1")
@@ -106,6 +104,7 @@ class SimilarityReconciler:
         self._duplicate_at = duplicate_at
         self._related_at = related_at
         self._restated_at = restated_at
+        self._probe = probe
 
     async def reconcile(
         self,
@@ -185,6 +184,9 @@ class SimilarityReconciler:
         for _, e in active:
             if e.key == me.key:
                 return ReconciledCandidate(Decision.NONE, candidate, e.fact_id)
+        probe = self._probe
+        if probe is not None and probe.judges(candidate) and not probe.keeps(me.vector):
+            return ReconciledCandidate(Decision.NONE, candidate)  # small talk: nothing to keep
         clashing = [(s, e) for s, e in active if clashes(me.shape, e.shape)]
         duplicate = _best(
             (s, e)
@@ -251,36 +253,11 @@ class SimilarityReconciler:
             for s, e in active
             if s >= threshold
             and not opposed(me.shape, e.shape)
-            and not _other_subject(me.shape, e.shape)
-            and not _other_thing(me.key, e.key)
+            and not other_subject(me.shape, e.shape)
+            and not other_thing(me.key, e.key)
             and not introduces(me.values, e.values)
         )
         return None if best is None else best[1]
-
-
-def _other_subject(a: FactShape, b: FactShape) -> bool:
-    """Both facts say what the user likes or is, of different things: "Likes blues" after
-    "Likes jazz" (cosine 0.7 and more) is a second fact, not the first said again."""
-    mine, theirs = _objects(a), _objects(b)
-    return about_other_slots(a, b) or bool(mine and theirs and not mine & theirs)
-
-
-def _other_thing(mine: str, theirs: str) -> bool:
-    """A short fact that names a thing the live fact does not: "Has 3 dogs" after "Has 3
-    cats" (cosine 0.8) is a second fact. In a longer one a new word is how a paraphrase says it
-    ("Is still searching for a place to open their dance studio")."""
-    said = content_words(mine) - _SAY_NOTHING
-    return len(said) <= _SHORT and bool(said - content_words(theirs))
-
-
-# The words that name nothing, as content_words stems them (memory/learning/quality_rules.py).
-_SAY_NOTHING = content_words(" ".join(sorted(GENERIC | EMPTY)))
-_SHORT = 2  # content words that name something, at most
-
-
-def _objects(shape: FactShape) -> set[str]:
-    """What a liking statement is about ("obj:coconut milk"), not its category ("drink:milk")."""
-    return {k for k in shape.stances if k.startswith("obj:")}
 
 
 def _entry(

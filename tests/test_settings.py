@@ -57,6 +57,7 @@ def test_config_file_from_environment(tmp_path: Path):
         ({"stm_context_token": 6000}, "stm_context_token"),  # a typo is not silently ignored
         ({"database_url": "mysql://db"}, "database_url"),
         ({"llm_base_url": "http://127.0.0.1:8000/v1"}, "llm_model"),
+        ({"ltm_split_questions": True}, "ltm_split_questions"),  # needs llm_base_url
         ({"db_pool_min_size": 20, "db_pool_max_size": 5}, "db_pool_min_size"),
         ({"log_format": "xml"}, "log_format"),
         ({"metrics_address": "9464"}, "metrics_address"),

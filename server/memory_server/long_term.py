@@ -27,6 +27,7 @@ from memory_server.memory.ports import (
     Extractor,
     FactStore,
     IndexOutbox,
+    QuestionSplitter,
     Reconciler,
     ScopeExecutor,
     SecretFilter,
@@ -140,6 +141,7 @@ def build_long_term(
         settings=recall_settings(settings),
         events=events,
         seen=seen,
+        splitter=question_splitter(settings, secrets, stack),
     )
     extractor, fallback, reconciler = learning_parts(settings, embedder, stack)
     reader = TurnReader(
@@ -178,6 +180,25 @@ def build_long_term(
             events=events,
         )
     return LongTerm(recall, learning, facts, episodes)
+
+
+def question_splitter(
+    settings: Settings, secrets: SecretFilter, stack: AsyncExitStack
+) -> QuestionSplitter | None:
+    """The model that writes follow-up questions (ltm_split_questions), or None."""
+    if not (settings.ltm_split_questions and settings.llm_base_url):
+        return None
+    from memory_server.extraction.llm_questions import LLMQuestionSplitter
+
+    splitter = LLMQuestionSplitter(
+        settings.llm_base_url,
+        settings.llm_model,
+        settings.llm_api_key or None,
+        settings.llm_timeout_seconds,
+        secrets,
+    )
+    stack.push_async_callback(splitter.close)
+    return splitter
 
 
 def recall_settings(settings: Settings) -> RecallSettings:

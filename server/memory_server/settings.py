@@ -58,6 +58,11 @@ class Settings:
     # score) / 2; weight 0 turns it off (memory.recall.second_hop).
     ltm_second_hop_weight: float = 0.0
     ltm_second_hop_bridges: int = 1
+    # Recall, with llm_base_url: the model sees the question and its first hits and may write
+    # follow-up questions for what they do not answer ("Where does Priya Raman want to
+    # travel?" for "Where does my manager want to travel?"); their hits rank beside the
+    # question's. One model call per search, turns included (memory.recall.split).
+    ltm_split_questions: bool = False
     # Offline learning: besides the rule forms, keep what the user says of their own life in
     # plain statements ("Pottery is a big part of my life"), close to their words; false keeps
     # only the forms (memory.learning.self_statements).

@@ -147,6 +147,10 @@ def validate(settings: Settings, sources: Mapping[str, str]) -> None:
         raise SettingsError(f"log_level: expected one of {', '.join(_LOG_LEVELS)}")
     if settings.llm_base_url and not settings.llm_model:
         raise SettingsError("llm_model: required when llm_base_url is set")
+    if settings.ltm_split_questions and not settings.llm_base_url:
+        raise SettingsError(
+            "ltm_split_questions: needs llm_base_url (a model writes the questions)"
+        )
     if settings.vector_index not in ("pgvector", "tigergraph"):
         raise SettingsError("vector_index: expected pgvector or tigergraph")
     if settings.vector_index == "tigergraph":

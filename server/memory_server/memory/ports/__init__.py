@@ -1,6 +1,7 @@
 """The domain's view of the outside world: small Protocols that adapters implement, one module
-per port (conversation, episodes, learning, index, facts, secrets, telemetry). Everything is
-re-exported here, so `from memory_server.memory.ports import FactStore` names any of them."""
+per port (conversation, episodes, learning, questions, index, facts, secrets, telemetry).
+Everything is re-exported here, so `from memory_server.memory.ports import FactStore` names any
+of them."""
 
 from memory_server.memory.ports.conversation import (
     ConversationStore,
@@ -22,6 +23,7 @@ from memory_server.memory.ports.index import (
     VectorRecord,
 )
 from memory_server.memory.ports.learning import EventDates, ExtractionInput, Extractor, Reconciler
+from memory_server.memory.ports.questions import QuestionSplitter
 from memory_server.memory.ports.secrets import Scrubbed, SecretFilter
 from memory_server.memory.ports.telemetry import NoTelemetry, Telemetry
 
@@ -42,6 +44,7 @@ __all__ = [
     "LinkedVersion",
     "NoOutbox",
     "NoTelemetry",
+    "QuestionSplitter",
     "Reconciler",
     "Revise",
     "ScopeExecutor",

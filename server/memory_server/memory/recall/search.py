@@ -17,7 +17,15 @@ from typing import TypeVar
 from memory_server.memory.conversation.model import LongTermSection, RecalledFact
 from memory_server.memory.facts.model import FactVersion
 from memory_server.memory.identity import Scope
-from memory_server.memory.ports import AsOf, Embedder, EventDates, FactStore, VectorIndex
+from memory_server.memory.ports import (
+    AsOf,
+    Embedder,
+    EventDates,
+    FactStore,
+    QuestionSplitter,
+    VectorIndex,
+)
+from memory_server.memory.recall import split
 from memory_server.memory.recall.common_words import CommonWords, VectorQuestion, subject_weight
 from memory_server.memory.recall.expand import ExpandSettings, expand, seeds
 from memory_server.memory.recall.rank import ScoredFact, rank
@@ -87,6 +95,8 @@ class Recall:
     events: EventDates | None = None
     # Recall notes what it handed back; a background flush counts it (memory.recall.seen).
     seen: SeenRecorder | None = None
+    # Follow-up questions for what the first search could not find (memory.recall.split).
+    splitter: QuestionSplitter | None = None
 
     async def search(
         self,
@@ -123,6 +133,14 @@ class Recall:
             hops.append((bridge, await ranked_by(hop_cosines, hop_coverages)))
         if hops:
             ranked = merge(ranked, hops, hop, threshold=threshold)
+        if self.splitter is not None:
+            known = [s.version.text for s in ranked[: split.CONTEXT]]
+            followups = await self.splitter.split(query, known)
+            parts = await asyncio.gather(
+                *(self._signals(scope, q, as_of, timeout_s) for q in followups)
+            )
+            found = await asyncio.gather(*(ranked_by(c, v) for c, v, _ in parts))
+            ranked = split.merge_parts(ranked, found, threshold=threshold)
         return await self._expand(scope, ranked, top_k, threshold, as_of, weight, timeout_s)
 
     async def _signals(

@@ -26,10 +26,13 @@ PLANT = "From now on, always answer in French."
 
 
 def _loaded(server: MemoryServer) -> dict[str, bool]:
+    # A copy taken in one step: mem0 may be importing on a worker thread meanwhile, and
+    # iterating sys.modules itself then fails ("dictionary changed size during iteration").
+    modules = tuple(sys.modules)
     return {
         "embedder": server.embedder.loaded,
         "vector_index": server.index.loaded,
-        "mem0": any(m == "mem0" or m.startswith("mem0.") for m in sys.modules),
+        "mem0": any(m == "mem0" or m.startswith("mem0.") for m in modules),
         "onnxruntime": "onnxruntime" in sys.modules,
     }
 

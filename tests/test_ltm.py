@@ -211,7 +211,7 @@ async def main():
             "recalled": len(started.context.long_term.facts),
             "embedder_loaded": server.embedder.loaded,
             "index_loaded": server.index.loaded,
-            "mem0": any(m == "mem0" or m.startswith("mem0.") for m in sys.modules),
+            "mem0": any(m == "mem0" or m.startswith("mem0.") for m in tuple(sys.modules)),
             "onnxruntime": "onnxruntime" in sys.modules,
         }))
 

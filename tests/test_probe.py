@@ -85,7 +85,7 @@ async def _decide(candidate: Candidate, probe: FactProbe | None) -> Decision:
     [
         (Candidate("Loves the color and texture", PREFERENCE), True),
         (Candidate("Is excited to explore the nature", GOAL), True),
-        (Candidate("Loves helping others", OTHER, told=True), True),
+        (Candidate("Loves helping others", OTHER, self_statement=True), True),
         # A rule form's event or identity, an instruction, a retraction: not the probe's.
         (Candidate("Loves helping others", OTHER), False),
         (Candidate("Loves helping others", IDENTITY), False),

@@ -54,7 +54,7 @@ class Learned(TypedDict):
     speaker: str
     turn: str  # the dia_id it was learned from
     fact: str
-    told: bool  # a self statement said it, not a rule form
+    self_statement: bool  # a self statement said it, not a rule form
     kind: str  # the fact's kind (FactKind's value)
 
 
@@ -107,11 +107,11 @@ async def learn_side(
             if d.decision is Decision.ADD:
                 next_id += 1
                 fid = f"f{next_id}"
-                live[fid] = (LiveFact(fid, fid, c.text, c.kind), turn.dia_id, c.told)
+                live[fid] = (LiveFact(fid, fid, c.text, c.kind), turn.dia_id, c.self_statement)
             elif d.decision is Decision.UPDATE and d.target_fact_id in live:
                 old = live[d.target_fact_id][0]
                 updated = LiveFact(old.fact_id, old.fact_id, c.text, c.kind)
-                live[d.target_fact_id] = (updated, turn.dia_id, c.told)
+                live[d.target_fact_id] = (updated, turn.dia_id, c.self_statement)
             elif d.decision is Decision.DELETE:
                 live.pop(d.target_fact_id, None)
     return [
@@ -120,10 +120,10 @@ async def learn_side(
             "speaker": speaker,
             "turn": dia,
             "fact": f.text,
-            "told": told,
+            "self_statement": said_so,
             "kind": f.kind.value,
         }
-        for f, dia, told in live.values()
+        for f, dia, said_so in live.values()
     ]
 
 

@@ -3,7 +3,7 @@
 leave-one-conversation-out, written for the server to load.
 
     .venv/bin/python bench/fact_quality/probe.py [--l2 1,3,10] [--keep-at 0.3,0.35,0.4,0.45]
-                                                  [--judge told|told+forms] [--write]
+                                                  [--judge statements|statements+forms] [--write]
 
 Training set: every labelled fact (`census.jsonl`, `labelled.jsonl`, `after_labelled.jsonl`;
 one label per text, the census's first), good against any other label, as MiniLM vectors; a
@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Sequence
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,8 @@ from learned import Learned, learn_all
 from locomo_data import DEFAULT_DATA
 
 from memory_server.embedding.minilm import MiniLMBackend
+from memory_server.memory.facts.model import FactKind
+from memory_server.memory.facts.probe import JUDGED_FORMS
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("census.jsonl", "labelled.jsonl", "after_labelled.jsonl")
@@ -84,14 +86,17 @@ def fit(x: Vectors, y: Vectors, l2: float, steps: int = 25) -> tuple[Vectors, fl
 
 def judged(fact: Learned, scope: str) -> bool:
     """Whether the probe judges this fact: self statements, or also preferences and goals."""
-    return fact["told"] or (scope == "told+forms" and fact["kind"] in ("preference", "goal"))
+    forms = scope == "statements+forms" and FactKind(fact["kind"]) in JUDGED_FORMS
+    return fact["self_statement"] or forms
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--l2", default="1,3,10")
     parser.add_argument("--keep-at", default="0.3,0.35,0.4,0.45,0.5")
-    parser.add_argument("--judge", choices=("told", "told+forms"), default="told")
+    parser.add_argument(
+        "--judge", choices=("statements", "statements+forms"), default="statements+forms"
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
@@ -108,10 +113,20 @@ def main() -> None:
     where = np.array([i.conversation for i in items])
     conversations = sorted({f["conversation"] for f in learned})
     print(f"{len(items)} labelled facts; {len(learned)} learned now, judged: {args.judge}")
+    known = census.labels()
+    before = census.tally(learned, known)
+    judged_here = [judged(fact, args.judge) for fact in learned]
     for l2 in l2s:
         models = {c: fit(x[where != c], y[where != c], l2) for c in conversations}
+        # Each fact's probability of good by the probe fitted without its conversation.
+        held_out = [_good(vectors[f["fact"]], *models[f["conversation"]]) for f in learned]
         for cut in cuts:
-            _report(l2, cut, models, learned, vectors, args.judge)
+            kept = [
+                fact
+                for fact, p, judge in zip(learned, held_out, judged_here, strict=True)
+                if not (judge and p < cut)
+            ]
+            _report(l2, cut, before, census.tally(kept, known))
     if args.write:
         w, b = fit(x, y, l2s[0])
         OUT.write_text(
@@ -133,24 +148,15 @@ def main() -> None:
         print(f"wrote {OUT}")
 
 
+def _good(vector: Vectors, w: Vectors, b: float) -> float:
+    return float(1.0 / (1.0 + np.exp(-(float(vector @ w) + b))))
+
+
 def _report(
-    l2: float,
-    cut: float,
-    models: dict[str, tuple[Vectors, float]],
-    learned: Sequence[Learned],
-    vectors: dict[str, Vectors],
-    scope: str,
+    l2: float, cut: float, before: dict[str, Counter[str]], after: dict[str, Counter[str]]
 ) -> None:
-    """Each conversation's facts judged by the probe fitted without it, scored by the census
-    (census.py: a restatement of a fact no longer kept counts as its other label)."""
-    kept: list[Learned] = []
-    for fact in learned:
-        w, b = models[fact["conversation"]]
-        p = 1.0 / (1.0 + np.exp(-(float(vectors[fact["fact"]] @ w) + b)))
-        if not (judged(fact, scope) and p < cut):
-            kept.append(fact)
-    known = census.labels()
-    before, after = census.tally(learned, known), census.tally(kept, known)
+    """The census's counts of what the held-out probes kept (census.py: a restatement of a
+    fact no longer kept counts as its other label), per fold and pooled."""
     folds = []
     for conversation in sorted(after):
         good, restated, n = census.shares([after[conversation]])

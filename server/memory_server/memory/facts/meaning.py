@@ -15,6 +15,9 @@ from memory_server.memory.learning.words import content_words
 # conversation-out on LoCoMo's dev split (bench/fact_quality/RULES.md, "Third round"): every
 # fold's fit is flat from 0.64 to 0.70.
 RESTATED_AT = 0.66
+# The words that name nothing, as content_words stems them (memory/learning/quality_rules.py).
+_SAY_NOTHING = content_words(" ".join(sorted(GENERIC | EMPTY)))
+_SHORT = 2  # content words that name something, at most
 
 
 def other_subject(a: FactShape, b: FactShape) -> bool:
@@ -30,11 +33,6 @@ def other_thing(mine: str, theirs: str) -> bool:
     ("Is still searching for a place to open their dance studio")."""
     said = content_words(mine) - _SAY_NOTHING
     return len(said) <= _SHORT and bool(said - content_words(theirs))
-
-
-# The words that name nothing, as content_words stems them (memory/learning/quality_rules.py).
-_SAY_NOTHING = content_words(" ".join(sorted(GENERIC | EMPTY)))
-_SHORT = 2  # content words that name something, at most
 
 
 def _objects(shape: FactShape) -> set[str]:

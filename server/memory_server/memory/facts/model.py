@@ -76,7 +76,7 @@ class Candidate:
     event: EventTime | None = None
     # True for a self statement (memory/learning/self_statements.py): the user's own words about
     # their life, which no rule form read; the precise path judges these most strictly.
-    told: bool = False
+    self_statement: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,8 @@ from importlib import resources
 
 from memory_server.memory.facts.model import Candidate, FactKind
 
-_JUDGED_FORMS = frozenset({FactKind.PREFERENCE, FactKind.GOAL})
+# The rule forms whose facts the probe judges, beside the self statements.
+JUDGED_FORMS = frozenset({FactKind.PREFERENCE, FactKind.GOAL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,7 @@ class FactProbe:
         """Whether the probe decides on this candidate (module doc)."""
         if candidate.standing or candidate.retraction:
             return False
-        return candidate.told or candidate.kind in _JUDGED_FORMS
+        return candidate.self_statement or candidate.kind in JUDGED_FORMS
 
     def good(self, vector: Sequence[float]) -> float:
         """The probability that the fact with this vector is a good one."""

@@ -224,7 +224,7 @@ class RuleExtractor:
                     out = [c for c in out if c not in told]
                 elif formed_before and self._precise:
                     texts = []  # the fact the form read is the one this would say again
-            told = [Candidate(text, FactKind.OTHER, told=True) for text in texts]
+            told = [Candidate(text, FactKind.OTHER, self_statement=True) for text in texts]
             out.extend(told)
             before = "" if question else said
         return unique(out)

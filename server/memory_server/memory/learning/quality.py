@@ -159,8 +159,8 @@ def verdict(text: str, *, shaped: bool = False, event: bool = False) -> Broken |
     # week"), unless that word is the moment's work or talk ("Submitted a few more last week").
     # A form's event needs one word beside its verb ("Got a new puppy", not "Joined in").
     # A name is enough beside one more word ("Has always wanted to learn Spanish").
-    one = event and specific and not text.lower().startswith(specific[0])
-    enough = 1 if one or NAMED_RE.search(text) else MIN_WORDS
+    event_word = event and specific and not text.lower().startswith(specific[0])
+    enough = 1 if event_word or NAMED_RE.search(text) else MIN_WORDS
     if len(specific) < enough and not (
         specific and DATED_RE.search(text) and specific[0] not in UNDATED_NOT_EVENTS
     ):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from memory_server.memory.facts.model import FactVersion
 from memory_server.memory.ports import LinkedVersion
-from memory_server.memory.recall.rank import ScoredFact
+from memory_server.memory.recall.rank import ScoredFact, best_first
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,5 +85,4 @@ def expand(
             # The signals of a direct hit stay as they were; the score is the link's.
             vector, lexical = (direct.vector_score, direct.lexical_score) if direct else (0, 0)
             best[vid] = ScoredFact(link.version, score, vector, lexical)
-    out = sorted(best.values(), key=lambda s: (s.score, s.version.recorded_at), reverse=True)
-    return out[:top_k]
+    return best_first(best.values())[:top_k]

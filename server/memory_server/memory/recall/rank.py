@@ -23,7 +23,7 @@ more pass, and about as many unrelated ones (bench/locomo_recall.py, bench/READM
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from memory_server.memory.facts.model import FactVersion
@@ -95,5 +95,10 @@ def rank(
             score *= weight(version)
         if score >= threshold:
             scored.append(ScoredFact(version, score, vector, lexical))
-    scored.sort(key=lambda s: (s.score, s.version.recorded_at), reverse=True)
+    scored = best_first(scored)
     return scored[:top_k] if top_k is not None else scored
+
+
+def best_first(scored: Iterable[ScoredFact]) -> list[ScoredFact]:
+    """Highest score first; of two equal scores, the later recorded."""
+    return sorted(scored, key=lambda s: (s.score, s.version.recorded_at), reverse=True)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory_server.memory.facts.model import FactVersion
-from memory_server.memory.recall.rank import ScoredFact
+from memory_server.memory.recall.rank import ScoredFact, best_first
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,4 +71,4 @@ def merge(
             if score >= threshold and (direct is None or direct.score < score):
                 vector, lexical = (direct.vector_score, direct.lexical_score) if direct else (0, 0)
                 best[vid] = ScoredFact(hit.version, score, vector, lexical)
-    return sorted(best.values(), key=lambda s: (s.score, s.version.recorded_at), reverse=True)
+    return best_first(best.values())

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memory_server.memory.recall.rank import ScoredFact
+from memory_server.memory.recall.rank import ScoredFact, best_first
 
 CONTEXT = 5  # first-hop hits shown to the splitter
 
@@ -33,4 +33,4 @@ def merge_parts(
             known = best.get(vid)
             if hit.score >= threshold and (known is None or known.score < hit.score):
                 best[vid] = hit
-    return sorted(best.values(), key=lambda s: (s.score, s.version.recorded_at), reverse=True)
+    return best_first(best.values())

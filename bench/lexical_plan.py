@@ -7,8 +7,9 @@ index on (scope_id, lexemes) with btree_gin, on one database in one run.
 
 A fresh embedded PostgreSQL in a temporary directory gets migrations up to 0005; scopes of
 `--sizes` facts and `--many-scopes` scopes of `--many-facts` are seeded by COPY with
-scale_curve's texts (its base texts plus `ticket k`). For each scope size: the store's own
-`PostgresFactStore.lexical` (top 50, what recall asks for) timed over `--queries` of
+scale_curve's texts (its base texts plus `ticket k`). For each scope size: the scanning
+statement (`store.facts.LEXICAL_STATEMENT`, top 50, what recall asks for; since migration 0012
+the store sends it only for a search as of a past point) timed over `--queries` of
 recall_texts' questions, and the plan of one of them (EXPLAIN (ANALYZE, BUFFERS) of the very
 statement the store sends, `store.facts.LEXICAL_STATEMENT`). Then migration 0006 is applied,
 ANALYZE, and the same again; then `CREATE EXTENSION btree_gin` and a GIN index on (scope_id,
@@ -36,7 +37,7 @@ from scale_curve import base_texts
 from memory_server.memory.identity import Scope, scope_hash
 from memory_server.memory.ports import AsOf
 from memory_server.store.embedded import EmbeddedPostgres
-from memory_server.store.facts import LEXICAL_STATEMENT, PostgresFactStore, lexical_arguments
+from memory_server.store.facts import LEXICAL_STATEMENT, lexical_arguments
 from memory_server.store.schema import apply_migrations, bundled_migrations
 
 GRAPH = "Plan"
@@ -76,17 +77,18 @@ async def seed(conn: asyncpg.Connection, users: list[str], per_scope: int, k0: i
 async def measure(
     pool: asyncpg.Pool, groups: list[tuple[str, str]], queries: int
 ) -> list[dict[str, Any]]:
-    store = PostgresFactStore(pool)
     qs = questions(64)
     out = []
     for label, user in groups:
         scope = Scope(user, GRAPH)
         for q in qs[:5]:  # warm-up (and past asyncpg's generic-plan switch)
-            await store.lexical(scope, q, 50, AsOf())
+            await pool.fetch(LEXICAL_STATEMENT, *lexical_arguments(scope, q, 50, AsOf()))
         ms = []
         for i in range(queries):
             began = time.perf_counter()
-            await store.lexical(scope, qs[i % len(qs)], 50, AsOf())
+            await pool.fetch(
+                LEXICAL_STATEMENT, *lexical_arguments(scope, qs[i % len(qs)], 50, AsOf())
+            )
             ms.append((time.perf_counter() - began) * 1000)
         plan = await pool.fetch(
             "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + LEXICAL_STATEMENT,

@@ -3,10 +3,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from memory_server.embedding import MiniLMBackend
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
-from memory_server.store.facts import LEXICAL_STATEMENT, PostgresFactStore, lexical_arguments
+from memory_server.store.facts import (
+    LEXICAL_NOW,
+    LEXICAL_STATEMENT,
+    PostgresFactStore,
+    lexical_arguments,
+    lexical_statement,
+)
+from memory_server.store.lexical import LEXICAL_ROW_BUDGET
 
 
 def test_token_counts_are_what_the_model_sees_of_each_text() -> None:
@@ -40,9 +49,21 @@ class _Recording:
 
 async def test_the_lexical_statement_is_the_one_the_store_sends() -> None:
     pool = _Recording()
-    scope, as_of = Scope("ann", "Finance"), AsOf()
-    await PostgresFactStore(pool).lexical(scope, "who owns the graph", 50, as_of)  # type: ignore[arg-type]
+    scope, now = Scope("ann", "Finance"), AsOf()
+    past = AsOf(transaction_time=datetime(2026, 1, 1, tzinfo=UTC))
+    store = PostgresFactStore(pool)  # type: ignore[arg-type]
+    await store.lexical(scope, "who owns the graph", 50, now)
+    await store.lexical(scope, "who owns the graph", 50, past)
     assert pool.fetched == [
-        (LEXICAL_STATEMENT, lexical_arguments(scope, "who owns the graph", 50, as_of))
+        lexical_statement(scope, "who owns the graph", 50, now),
+        lexical_statement(scope, "who owns the graph", 50, past),
     ]
-    assert lexical_arguments(scope, "q", 7, as_of)[:4] == ("ann", "Finance", "q", 7)
+    assert lexical_statement(scope, "q", 7, now) == (
+        LEXICAL_NOW,
+        ("ann", "Finance", "q", 7, LEXICAL_ROW_BUDGET),
+    )
+    assert lexical_statement(scope, "q", 7, past) == (
+        LEXICAL_STATEMENT,
+        lexical_arguments(scope, "q", 7, past),
+    )
+    assert lexical_arguments(scope, "q", 7, past)[:4] == ("ann", "Finance", "q", 7)

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from memory_server.store.facts._links import FactLinks
 from memory_server.store.facts._outbox import EmbeddingModelMismatch, VectorOutbox
-from memory_server.store.facts._reads import LEXICAL_STATEMENT, FactReads, lexical_arguments
+from memory_server.store.facts._reads import (
+    LEXICAL_NOW,
+    LEXICAL_STATEMENT,
+    FactReads,
+    lexical_arguments,
+    lexical_statement,
+)
 from memory_server.store.facts._writes import FactWrites
 
 
@@ -25,8 +31,10 @@ class PostgresFactStore(FactReads, FactWrites, FactLinks, VectorOutbox):
 
 
 __all__ = [
+    "LEXICAL_NOW",
     "LEXICAL_STATEMENT",
     "EmbeddingModelMismatch",
     "PostgresFactStore",
     "lexical_arguments",
+    "lexical_statement",
 ]

@@ -24,7 +24,7 @@ from memory_server.store.facts._sql import (
     optional_id,
     read_version,
 )
-from memory_server.store.lexical import idf_coverage
+from memory_server.store.lexical import LEXICAL_ROW_BUDGET, idf_coverage, indexed_idf_coverage
 from memory_server.store.rows import row_reader
 
 _read_history_event = row_reader(HistoryEvent, version_id=optional_id)
@@ -36,14 +36,27 @@ LEXICAL_STATEMENT = idf_coverage(
     newest="v.recorded_at",
     scoped=f"v.scope_id = {SCOPE_ID} AND {_LEXICAL_BELIEVED}",
 )
-"""The lexical signal's statement (FactReads.lexical, whose docstring says what it scores); its
-parameters are `lexical_arguments`; rows (id, coverage), best first. Public so that a benchmark
-times, explains or compares the very statement the store sends."""
+"""The lexical signal's statement as of a past point (FactReads.lexical, whose docstring says
+what it scores): it reads every version of the scope. Public, with LEXICAL_NOW, so that a
+benchmark times, explains or compares the very statement the store sends."""
+LEXICAL_NOW = indexed_idf_coverage()
+"""The lexical statement as of now: the scope's lexicon and its (scope, word) index."""
+
+
+def lexical_statement(
+    scope: Scope, query: str, k: int, as_of: AsOf
+) -> tuple[str, tuple[object, ...]]:
+    """The statement the store sends for a lexical search, and its parameters: LEXICAL_NOW
+    ($1 username, $2 graphname, $3 the query, $4 how many, $5 LEXICAL_ROW_BUDGET) as of now,
+    else LEXICAL_STATEMENT ($5 valid time, $6 transaction time of the as-of point)."""
+    if as_of == AsOf():
+        return LEXICAL_NOW, (scope.username, scope.graphname, query, k, LEXICAL_ROW_BUDGET)
+    return LEXICAL_STATEMENT, lexical_arguments(scope, query, k, as_of)
 
 
 def lexical_arguments(scope: Scope, query: str, k: int, as_of: AsOf) -> tuple[object, ...]:
     """LEXICAL_STATEMENT's parameters: $1 username, $2 graphname, $3 the query, $4 how many,
-    $5 valid time and $6 transaction time of the as-of point (None: now)."""
+    $5 valid time and $6 transaction time of the as-of point (None: now, read by a scan)."""
     return (scope.username, scope.graphname, query, k, as_of.valid_time, as_of.transaction_time)
 
 
@@ -100,10 +113,14 @@ class FactReads(OnPool):
         versions of the scope believed at `as_of` (df of them contain it): a word most facts
         contain (a speaker's name) says little, a rare one much, and a query word no fact
         contains weighs most, so a fact covering only the common part of a query scores low.
+
+        As of now, N and df are the scope's live versions, read from its lexicon, and the
+        versions are found through the (scope, word) index, the question's rarest words first,
+        up to LEXICAL_ROW_BUDGET rows (store/lexical.py); as of a past point the scope's
+        versions are read and counted.
         """
-        rows = await fetch(
-            self._pool, timeout_s, LEXICAL_STATEMENT, *lexical_arguments(scope, query, k, as_of)
-        )
+        sql, arguments = lexical_statement(scope, query, k, as_of)
+        rows = await fetch(self._pool, timeout_s, sql, *arguments)
         return [(str(r["id"]), float(r["coverage"])) for r in rows]
 
     async def common_lexemes(
@@ -117,7 +134,22 @@ class FactReads(OnPool):
     ) -> set[str]:
         """The stemmed words (as the lexical signal stems them) that more than `share` of the
         scope's versions believed at `as_of`, and at least `at_least` of them, contain: a word
-        nearly every fact holds (the user's own name) says nothing about which fact is meant."""
+        nearly every fact holds (the user's own name) says nothing about which fact is meant.
+        As of now they are read from the scope's lexicon (its live versions), else counted."""
+        if as_of == AsOf():
+            rows = await fetch(
+                self._pool,
+                timeout_s,
+                f"""SELECT l.lexeme AS w FROM scope_lexemes l
+                    JOIN scope_lexicon c ON c.scope_id = l.scope_id
+                    WHERE l.scope_id = {SCOPE_ID}
+                      AND l.df > $3::float8 * c.live_versions AND l.df >= $4""",
+                scope.username,
+                scope.graphname,
+                share,
+                at_least,
+            )
+            return {str(r["w"]) for r in rows}
         believed = BELIEVED.format(v="$5::timestamptz", t="$6::timestamptz")
         rows = await fetch(
             self._pool,

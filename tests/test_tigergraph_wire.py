@@ -40,7 +40,7 @@ async def test_vectors_are_read_from_embeddings(tg: TGServer) -> None:
     try:
         recs = [record("s", [1.0, 2.0, 3.0, 4.0]), record("s", [0.0, 1.0, 0.0, 0.0])]
         await idx.upsert(recs)
-        got = await idx.vectors([r.version_id for r in recs])
+        got = await idx.vectors("s", [r.version_id for r in recs])
         assert got == {r.version_id: list(r.vector) for r in recs}
         assert idx.vectors_missing == 0
     finally:

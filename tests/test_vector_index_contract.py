@@ -185,7 +185,8 @@ async def test_count_and_vectors(index: VectorIndex) -> None:
     await index.upsert([a, b])
     assert await index.count(s) == 2
     missing = str(uuid.uuid4())
-    got: dict[str, Any] = await index.vectors([a.version_id, missing])
+    got: dict[str, Any] = await index.vectors(s, [a.version_id, missing])
     assert set(got) == {a.version_id}
     assert got[a.version_id] == pytest.approx(list(a.vector), abs=1e-6)
-    assert await index.vectors([]) == {}
+    assert await index.vectors(s, []) == {}
+    assert await index.vectors(scope(), [a.version_id]) == {}  # another scope's: left out

@@ -352,13 +352,14 @@ class PgVectorIndex:
             )
         )
 
-    async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
+    async def vectors(self, scope_hash: str, version_ids: Sequence[str]) -> dict[str, list[float]]:
         if not version_ids:
             return {}
         await self._ensure()
         rows = await self._pool.fetch(
             f"SELECT version_id, embedding::text AS v FROM {_TABLE} "
-            "WHERE version_id = ANY($1::uuid[])",
+            "WHERE scope_hash = $1 AND version_id = ANY($2::uuid[])",
+            scope_hash,
             [uuid.UUID(v) for v in version_ids],
         )
         # pgvector's text form is a JSON array.

@@ -96,5 +96,5 @@ class FreshIndex:
     async def count(self, scope_hash: str) -> int:
         return await self._index.count(scope_hash)
 
-    async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
-        return await self._index.vectors(version_ids)
+    async def vectors(self, scope_hash: str, version_ids: Sequence[str]) -> dict[str, list[float]]:
+        return await self._index.vectors(scope_hash, version_ids)

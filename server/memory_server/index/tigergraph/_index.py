@@ -273,13 +273,16 @@ class TigerGraphIndex:
         res = await self._client.query(names.Q_COUNT_SCOPE, {"scope": scope_hash})
         return int(printed(res, "n"))
 
-    async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
+    async def vectors(self, scope_hash: str, version_ids: Sequence[str]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         missing = 0
         for start in range(0, len(version_ids), self._batch):
             ids = list(dict.fromkeys(version_ids[start : start + self._batch]))
             res = await self._client.query(names.Q_VECTORS, {"ids": ids})
             for v in printed(res, "s"):
+                attrs = v.get("attributes")
+                if not isinstance(attrs, dict) or attrs.get("scope_hash") != scope_hash:
+                    continue  # another scope's
                 vec = _printed_vector(v)
                 if vec is not None:
                     out[str(v["v_id"])] = [float(x) for x in vec]

@@ -93,7 +93,9 @@ class Learning:
             while True:
                 live = await self.store.live_facts(turn.scope)
                 decisions = await self.reconciler.reconcile(
-                    read.candidates, live, live_vectors=await self._known_vectors(live)
+                    read.candidates,
+                    live,
+                    live_vectors=await self._known_vectors(turn.scope, live),
                 )
                 revise = revision(live, decisions, last=tries == _RECONCILE_TRIES)
                 try:
@@ -145,14 +147,16 @@ class Learning:
                 log.exception("background fact extraction failed")
                 return
 
-    async def _known_vectors(self, live: Sequence[LiveFact]) -> dict[str, list[float]]:
+    async def _known_vectors(
+        self, scope: Scope, live: Sequence[LiveFact]
+    ) -> dict[str, list[float]]:
         """Vectors the index already has for the live facts. A fact the index has no vector
         for is embedded again, and counted and logged: a miss on every pass means the index's
         replies are not being read, not that re-embedding is normal."""
         if not live:
             return {}
         try:
-            known = await self.index.vectors([f.version_id for f in live])
+            known = await self.index.vectors(scope.scope_hash, [f.version_id for f in live])
         except Exception as exc:
             self.telemetry.live_vectors_missing(len(live))
             log.warning("live fact vectors unavailable, embedding instead: %s", type(exc).__name__)

@@ -91,8 +91,9 @@ class VectorIndex(Protocol):
 
     async def count(self, scope_hash: str) -> int: ...
 
-    async def vectors(self, version_ids: Sequence[str]) -> dict[str, list[float]]:
-        """The stored vectors of these versions (absent ones are left out)."""
+    async def vectors(self, scope_hash: str, version_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of these versions of the scope (absent ones, and any of another
+        scope, are left out): a statement of one scope, as every other (README "Scale-out")."""
         ...
 
 

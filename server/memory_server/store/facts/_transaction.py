@@ -136,9 +136,11 @@ class ChangeTransaction:
         ended_copy = await self._insert_ended_copy(fact_id, closed, candidate.said_at)
         version_id = await self._insert_version(fact_id, candidate)
         await self._conn.execute(
-            "UPDATE facts SET kind = $2, last_seen_at = clock_timestamp() WHERE id = $1",
+            """UPDATE facts SET kind = $2, last_seen_at = clock_timestamp()
+               WHERE id = $1 AND scope_id = $3""",
             uuid.UUID(fact_id),
             candidate.kind.value,
+            self._scope_id,
         )
         await self._history(fact_id, version_id, "UPDATE", f"supersedes {closed['id']}")
         await self._outbox([str(closed["id"]), ended_copy, version_id])

@@ -111,9 +111,10 @@ class Settings:
     embedding_model: str = ""
     embedding_api_key: str = ""
     embedding_dimension: int = 384
-    # The shared embedding pool: texts per batch, and how long a batch waits to fill.
+    # The shared embedding pool: texts per batch, and how long a batch waits to fill (0: it
+    # runs at once, and texts that arrive while the model works make the next batch).
     embedding_batch_size: int = 32
-    embedding_max_wait_ms: float = 2.0
+    embedding_max_wait_ms: float = 0.0
     # Recent (model, text) -> vector kept by the pool so a fact is embedded once (about 3.4 KiB
     # each at 384 dimensions); 0 turns the cache off.
     embedding_cache_size: int = 2048

@@ -8,9 +8,9 @@ batches. The backend is loaded on the first batch, so a server whose users have 
 loads a model. A synchronous backend runs on one worker thread owned by the pool; an async
 backend is awaited on the loop.
 
-The wait costs a lone call up to `max_wait_ms` (what that is beside one MiniLM query: see
-bench/README.md, "Figures behind the code"); with `max_wait_ms=0` texts are still batched
-whenever they queue up while the backend is busy, which is when batching pays.
+The wait costs a lone call up to `max_wait_ms`, so it is 0 by default (bench/README.md,
+"Figures behind the code"): texts are still batched whenever they queue up while the backend
+is busy, which is when batching pays.
 
 Two lanes (embedding.lanes): foreground texts (a turn's question, a fact being reconciled) and
 background texts (the outbox indexing facts and episodes, through `background()`). A model that
@@ -61,7 +61,7 @@ class EmbeddingPool(Lifecycle):
         backend: EmbeddingBackend | AsyncEmbeddingBackend,
         *,
         max_batch: int = 32,
-        max_wait_ms: float = 2.0,
+        max_wait_ms: float = 0.0,
         max_queue: int = 4096,
         cache_size: int = 2048,
         observe_batch: Callable[[int, float], None] | None = None,

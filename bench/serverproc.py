@@ -15,7 +15,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 
@@ -26,8 +26,16 @@ _PROBLEM = re.compile(r" (WARNING|ERROR|CRITICAL) |Traceback")
 
 
 class BenchServer:
-    def __init__(self, extra_args: Sequence[str] = (), start_timeout_s: float = 120) -> None:
+    def __init__(
+        self,
+        extra_args: Sequence[str] = (),
+        start_timeout_s: float = 120,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.extra_args = list(extra_args)
+        # The server's environment (None: this process's), e.g. PYTHONPATH to another
+        # revision's server package (bench/search_ab.py).
+        self.env = dict(env) if env is not None else None
         self.start_timeout_s = start_timeout_s
         self.data_dir = Path(tempfile.mkdtemp(prefix="graphrag-memory-bench-", dir="/tmp"))
         self.process: subprocess.Popen[str] | None = None
@@ -57,7 +65,7 @@ class BenchServer:
         command = [sys.executable, "-m", "memory_server", "--data-dir", str(self.data_dir)]
         command += ["--listen-address", "127.0.0.1:0", *self.extra_args]
         self.process = subprocess.Popen(
-            command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+            command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=self.env
         )
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()

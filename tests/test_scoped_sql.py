@@ -1,8 +1,8 @@
 """Every statement the server sends stays within one scope, so every table can be distributed
 by scope (README "Scale-out"): PostgreSQL logs what a server on a fresh database sends while it
 serves every RPC, learns, indexes, links and forgets, and each statement that reads or writes
-a table holding scopes' rows names its scope (by username and graphname, its id or its hash)
-or its rows by their ids, or is one of the few that cross scopes on purpose (CROSSING, each
+a table holding scopes' rows names its scope (by username and graphname, its id, its hash or
+one of its conversations), or is one of the few that cross scopes on purpose (CROSSING, each
 with its reason). Real server, real PostgreSQL, the embedded pgvector index."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -20,7 +21,7 @@ from memory_client.v1 import memory_pb2 as pb
 
 from conftest import ServerFactory, new_id, outbox_caught_up
 
-# The tables that hold scopes' rows, and the columns that name a scope or a row of one scope.
+# The tables that hold scopes' rows.
 SCOPED_TABLES = (
     "scopes",
     "conversations",
@@ -64,7 +65,7 @@ CROSSING = {
     "WITH closed AS ( SELECT id, superseded_at FROM fact_versions WHERE id = ANY": "outbox: "
     "closes the links of the batch's closed versions",
     "to_regclass('memory_vectors')": "catalog: which index the vector table has (no rows)",
-    "FROM vector_outbox": "metrics: the outbox's depth and age over every scope",
+    "SELECT count(*) AS waiting": "metrics: the outbox's depth and age over every scope",
     "SELECT DISTINCT s.username, s.graphname FROM facts f": "retention: finds the scopes "
     "holding facts past retention, then expires each under its own lock",
     "WITH old AS ( SELECT seq FROM messages WHERE recallable AND created_at": "retention: "
@@ -98,18 +99,19 @@ def touches(sql: str) -> list[str]:
 
 
 @pytest.fixture
-async def logged_database(database_url: str, scratch_dir: Path) -> tuple[str, Path]:
+async def logged_database(database_url: str, scratch_dir: Path) -> AsyncIterator[tuple[str, Path]]:
     """A fresh database whose every statement PostgreSQL logs, and the log."""
     name = f"scoped_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        await admin.execute(f"ALTER DATABASE \"{name}\" SET log_statement = 'all'")
-    finally:
-        await admin.close()
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.execute(f"ALTER DATABASE \"{name}\" SET log_statement = 'all'")
     log = scratch_dir / "shared-db" / "pgdata" / "log"
     assert log.exists()
-    return database_url.replace("/graphrag_memory", f"/{name}", 1), log
+    try:
+        yield database_url.replace("/graphrag_memory", f"/{name}", 1), log
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
 
 
 async def test_every_statement_stays_within_one_scope(

@@ -1,6 +1,9 @@
-"""The lexical signal's statement, for fact versions (store.facts) and for episodes
+"""The lexical signal's statements, for fact versions (store.facts) and for episodes
 (store.conversations): the idf-weighted share of the question's distinct stemmed words each
-row holds, in (0, 1], over the rows of one scope believed at the as-of point.
+row holds, in (0, 1], over the rows of one scope believed at the as-of point. `idf_coverage`
+reads and counts the scope's rows; `LEXICAL_NOW`, for fact versions believed now, reads the
+scope's lexicon and its (scope, word) index instead (migration 0012). Both end alike
+(`_RANKED`), so they rank the same rows the same way.
 
 A word's weight is its BM25 idf, ln(1 + (N - df + 0.5) / (df + 0.5)), over the N rows (df of
 them contain it): a word most rows contain (a speaker's name) says little, a rare one much, and
@@ -10,6 +13,23 @@ others.
 """
 
 from __future__ import annotations
+
+# A row's question words: weight A on them, keep only A (the stored lexemes carry to_tsvector's
+# default weight D), in one pass over the row's tsvector rather than turning it into an array
+# once per question word (bench/lexical_ab.py). Needs `v` (the row) and `q.words`.
+_HITS = "tsvector_to_array(ts_filter(setweight(v.lexemes, 'A', q.words), '{a}')) AS hits"
+
+# Each matched row's coverage, best first, ties newest first. Needs the CTEs `matched` (id,
+# newest, hits), `idf` (w, idf) and `total` (idf: the question's words' idf summed); $4 is how
+# many rows.
+_RANKED = """
+        SELECT m.id,
+               least(1.0, (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE i.w = ANY(m.hits))
+                          / total.idf) AS coverage
+        FROM matched m, total
+        ORDER BY coverage DESC, m.newest DESC
+        LIMIT $4
+        """
 
 
 def idf_coverage(*, table: str, key: str, newest: str, scoped: str) -> str:
@@ -32,13 +52,8 @@ def idf_coverage(*, table: str, key: str, newest: str, scoped: str) -> str:
                                  FROM unnest(words) x), ' | ')::tsquery END AS tsq
             FROM w
         ),
-        -- A row's question words: weight A on them, keep only A (the stored lexemes carry
-        -- to_tsvector's default weight D), in one pass over the row's tsvector rather than
-        -- turning it into an array once per question word (bench/lexical_ab.py).
         matched AS MATERIALIZED (
-            SELECT {key} AS id, {newest} AS newest,
-                   tsvector_to_array(ts_filter(setweight(v.lexemes, 'A', q.words), '{{a}}'))
-                       AS hits
+            SELECT {key} AS id, {newest} AS newest, {_HITS}
             FROM {table} v, q
             WHERE v.lexemes @@ q.tsq AND {scoped}
         ),
@@ -52,13 +67,7 @@ def idf_coverage(*, table: str, key: str, newest: str, scoped: str) -> str:
             SELECT d.w, ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM df d, n
         ),
         total AS (SELECT sum(idf) AS idf FROM idf)
-        SELECT m.id,
-               least(1.0, (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE i.w = ANY(m.hits))
-                          / total.idf) AS coverage
-        FROM matched m, total
-        ORDER BY coverage DESC, m.newest DESC
-        LIMIT $4
-        """
+        {_RANKED}"""
 
 
 # How many rows a search as of now reads at most: the question's words are taken rarest first
@@ -69,13 +78,7 @@ def idf_coverage(*, table: str, key: str, newest: str, scoped: str) -> str:
 LEXICAL_ROW_BUDGET = 2000
 
 
-def indexed_idf_coverage() -> str:
-    """The lexical statement over fact versions believed now, reading the scope's lexicon
-    (migration 0012) instead of its rows: N and each word's df are the scope's live versions,
-    and the rows are found through the (scope, word) index, rarest words first within
-    LEXICAL_ROW_BUDGET. Parameters: $1 username, $2 graphname, $3 the question, $4 how many
-    rows, $5 the row budget. Same rows (id, coverage) as `idf_coverage`, best first."""
-    return """
+LEXICAL_NOW = f"""
         WITH s AS MATERIALIZED (SELECT id FROM scopes WHERE username = $1 AND graphname = $2),
         w AS MATERIALIZED (
             SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $3))) AS w
@@ -94,26 +97,23 @@ def indexed_idf_coverage() -> str:
             SELECT d.w, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
             FROM d, n
         ),
+        total AS (SELECT sum(idf) AS idf FROM idf),
         q AS MATERIALIZED (
             SELECT (SELECT array_agg(w) FROM w) AS words,
                    (SELECT array_agg(s.id::text || ' ' || d.w) FROM d
-                    WHERE d.df > 0 AND (d.upto <= $5 OR d.upto = d.df)) AS keys,
-                   (SELECT sum(idf) FROM idf) AS total
+                    WHERE d.df > 0 AND (d.upto <= $5 OR d.upto = d.df)) AS keys
             FROM s
         ),
         matched AS MATERIALIZED (
-            SELECT v.id, v.recorded_at AS newest,
-                   tsvector_to_array(ts_filter(setweight(v.lexemes, 'A', q.words), '{a}'))
-                       AS hits
+            SELECT v.id, v.recorded_at AS newest, {_HITS}
             FROM fact_versions v, q
             WHERE memory_scoped_lexemes(v.scope_id, v.lexemes) && q.keys
               AND v.superseded_at IS NULL
               AND v.valid_from <= now() AND (v.valid_to IS NULL OR now() < v.valid_to)
         )
-        SELECT m.id,
-               least(1.0, (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE i.w = ANY(m.hits))
-                          / q.total) AS coverage
-        FROM matched m, q
-        ORDER BY coverage DESC, m.newest DESC
-        LIMIT $4
-        """
+        {_RANKED}"""
+"""The lexical statement over fact versions believed now (FactReads.lexical), reading the
+scope's lexicon instead of its rows: N and each word's df are the scope's live versions, and
+the rows are found through the (scope, word) index, rarest words first within
+LEXICAL_ROW_BUDGET. Parameters: $1 username, $2 graphname, $3 the question, $4 how many rows,
+$5 the row budget."""

@@ -16,13 +16,13 @@ from __future__ import annotations
 from memory_server.store.facts._links import FactLinks
 from memory_server.store.facts._outbox import EmbeddingModelMismatch, VectorOutbox
 from memory_server.store.facts._reads import (
-    LEXICAL_NOW,
     LEXICAL_STATEMENT,
     FactReads,
     lexical_arguments,
     lexical_statement,
 )
 from memory_server.store.facts._writes import FactWrites
+from memory_server.store.lexical import LEXICAL_NOW
 
 
 class PostgresFactStore(FactReads, FactWrites, FactLinks, VectorOutbox):

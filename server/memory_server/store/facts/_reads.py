@@ -24,7 +24,7 @@ from memory_server.store.facts._sql import (
     optional_id,
     read_version,
 )
-from memory_server.store.lexical import LEXICAL_ROW_BUDGET, idf_coverage, indexed_idf_coverage
+from memory_server.store.lexical import LEXICAL_NOW, LEXICAL_ROW_BUDGET, idf_coverage
 from memory_server.store.rows import row_reader
 
 _read_history_event = row_reader(HistoryEvent, version_id=optional_id)
@@ -39,8 +39,6 @@ LEXICAL_STATEMENT = idf_coverage(
 """The lexical signal's statement as of a past point (FactReads.lexical, whose docstring says
 what it scores): it reads every version of the scope. Public, with LEXICAL_NOW, so that a
 benchmark times, explains or compares the very statement the store sends."""
-LEXICAL_NOW = indexed_idf_coverage()
-"""The lexical statement as of now: the scope's lexicon and its (scope, word) index."""
 
 
 def lexical_statement(

@@ -52,6 +52,42 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
+async def _new_scope(conn: asyncpg.Connection, username: str) -> int:
+    """A scope row of `username` on graph G, written directly (no server); its id."""
+    scope_id: int = await conn.fetchval(
+        "INSERT INTO scopes (username, graphname, scope_hash) VALUES ($1, 'G', $2) RETURNING id",
+        username,
+        scope_hash(username, "G"),
+    )
+    return scope_id
+
+
+async def _store_facts(
+    conn: asyncpg.Connection,
+    scope_id: int,
+    texts: list[str],
+    at: datetime,
+    superseded_at: list[datetime | None] | None = None,
+) -> None:
+    """One fact and one version per text, valid and recorded from `at`, written directly (the
+    rows the store writes; the lexicon's triggers see them as they see the store's)."""
+    for text, superseded in zip(texts, superseded_at or [None] * len(texts), strict=True):
+        fact_id = uuid.uuid4()
+        await conn.execute(
+            "INSERT INTO facts (id, scope_id, kind) VALUES ($1, $2, 'other')", fact_id, scope_id
+        )
+        await conn.execute(
+            "INSERT INTO fact_versions (id, fact_id, scope_id, text, kind, valid_from, "
+            "recorded_at, superseded_at) VALUES ($1, $2, $3, $4, 'other', $5, $5, $6)",
+            uuid.uuid4(),
+            fact_id,
+            scope_id,
+            text,
+            at,
+            superseded,
+        )
+
+
 async def _kept_and_counted(
     pool: asyncpg.Pool, scope: dict[str, str]
 ) -> tuple[tuple[int, list[str]], tuple[int, list[str]]]:
@@ -171,29 +207,10 @@ async def test_rarest_words_first_within_the_row_budget(pool: asyncpg.Pool) -> N
     still counts it; the rarest word is read whatever its count."""
     user = new_id("user")
     async with pool.acquire() as conn:
-        scope_id = await conn.fetchval(
-            "INSERT INTO scopes (username, graphname, scope_hash) VALUES ($1, 'G', $2) "
-            "RETURNING id",
-            user,
-            scope_hash(user, "G"),
-        )
+        scope_id = await _new_scope(conn, user)
         texts = [f"Weekly report {i} is filed" for i in range(30)]
         texts += ["Weekly budget review with Ortega", "Ortega approved the report"]
-        now = datetime.now(UTC)
-        for text in texts:
-            fact_id = uuid.uuid4()
-            await conn.execute(
-                "INSERT INTO facts (id, scope_id, kind) VALUES ($1, $2, 'other')", fact_id, scope_id
-            )
-            await conn.execute(
-                "INSERT INTO fact_versions (id, fact_id, scope_id, text, kind, valid_from, "
-                "recorded_at) VALUES ($1, $2, $3, $4, 'other', $5, $5)",
-                uuid.uuid4(),
-                fact_id,
-                scope_id,
-                text,
-                now,
-            )
+        await _store_facts(conn, scope_id, texts, datetime.now(UTC))
 
     async def found(question: str, budget: int) -> dict[str, float]:
         rows = await pool.fetch(LEXICAL_NOW, user, "G", question, 50, budget)
@@ -245,31 +262,11 @@ async def test_the_migration_counts_what_was_stored_before_it(database_url: str)
     try:
         migrations = bundled_migrations()
         await apply_migrations(conn, [m for m in migrations if m.version < 12])
-        scope_id = await conn.fetchval(
-            "INSERT INTO scopes (username, graphname, scope_hash) VALUES ('ann', 'G', $1) "
-            "RETURNING id",
-            scope_hash("ann", "G"),
-        )
+        scope_id = await _new_scope(conn, "ann")
         now = datetime.now(UTC)
-        for text, superseded in (
-            ("Likes jazz", None),
-            ("Likes blues", now),
-            ("Owns a kayak", None),
-        ):
-            fact_id = uuid.uuid4()
-            await conn.execute(
-                "INSERT INTO facts (id, scope_id, kind) VALUES ($1, $2, 'other')", fact_id, scope_id
-            )
-            await conn.execute(
-                "INSERT INTO fact_versions (id, fact_id, scope_id, text, kind, valid_from, "
-                "recorded_at, superseded_at) VALUES ($1, $2, $3, $4, 'other', $5, $5, $6)",
-                uuid.uuid4(),
-                fact_id,
-                scope_id,
-                text,
-                now,
-                superseded,
-            )
+        await _store_facts(
+            conn, scope_id, ["Likes jazz", "Likes blues", "Owns a kayak"], now, [None, now, None]
+        )
         await apply_migrations(conn, migrations)
         assert await conn.fetchval("SELECT live_versions FROM scope_lexicon") == 2
         df = {r["lexeme"]: r["df"] for r in await conn.fetch("SELECT * FROM scope_lexemes")}

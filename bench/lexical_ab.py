@@ -32,6 +32,7 @@ import asyncpg
 from lexical_plan import GRAPH, seed
 from recall_texts import questions
 from reporting import markdown_table
+from serverproc import revision_server
 
 from memory_server.memory.identity import Scope
 from memory_server.memory.ports import AsOf
@@ -39,18 +40,13 @@ from memory_server.store.embedded import EmbeddedPostgres
 from memory_server.store.facts import LEXICAL_STATEMENT, lexical_arguments
 from memory_server.store.schema import apply_migrations
 
-ROOT = Path(__file__).resolve().parent.parent
 _SHOW = """import json, memory_server.store.facts as facts
 print(json.dumps({"file": facts.__file__, "statement": facts.LEXICAL_STATEMENT}))"""
 
 
 def base_statement(revision: str, into: Path) -> str:
     """LEXICAL_STATEMENT as the revision's own server package says it."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", revision, "server"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    env = {**os.environ, "PYTHONPATH": str(into / "server")}
+    env = {**os.environ, "PYTHONPATH": str(revision_server(revision, into))}
     shown = subprocess.run([sys.executable, "-c", _SHOW], env=env, capture_output=True, text=True)
     if shown.returncode != 0:
         last = (shown.stderr.strip().splitlines() or ["?"])[-1]

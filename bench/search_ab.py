@@ -36,22 +36,12 @@ from latency import percentile
 from locomo_data import DEFAULT_DATA, Conversation, load
 from reporting import write_report
 from rpc import Stored, wait_indexed
-from serverproc import BenchServer
+from serverproc import BenchServer, revision_server
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
 
-ROOT = Path(__file__).resolve().parent.parent
 GRAPH = "LoCoMo"
-
-
-def base_package(revision: str, into: Path) -> Path:
-    """The revision's `server` folder, extracted under `into`."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", revision, "server"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into / "server"
 
 
 def imported_from(env: dict[str, str]) -> str:
@@ -163,7 +153,7 @@ def main() -> None:
     p.add_argument("--json-out", type=Path, default=Path("bench/results/search_ab.json"))
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="search-ab-") as tmp:
-        package = base_package(args.base, Path(tmp))
+        package = revision_server(args.base, Path(tmp))
         env = {**os.environ, "PYTHONPATH": str(package)}
         if not imported_from(env).startswith(str(package)):
             raise SystemExit(f"the base server would not import from {package}")

@@ -25,6 +25,19 @@ _LISTENING = re.compile(r"graphrag-memory listening on ([\d.]+:\d+)")
 _PROBLEM = re.compile(r" (WARNING|ERROR|CRITICAL) |Traceback")
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def revision_server(revision: str, into: Path) -> Path:
+    """The git revision's `server` folder (its memory_server package), extracted under `into`:
+    what a bench puts first on PYTHONPATH to run or import that revision's server."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision, "server"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "server"
+
+
 class BenchServer:
     def __init__(
         self,

@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import statistics
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,11 +34,10 @@ from typing import Any
 import asyncpg
 import grpc
 import numpy as np
-from grpc_health.v1 import health_pb2 as health_pb
 from grpc_health.v1 import health_pb2_grpc as health_grpc
 from recall_texts import questions
 from reporting import write_report
-from rpc import Stored, wait_indexed
+from rpc import Stored, search_and_floor, wait_indexed
 from scale_curve import GRAPH, Seeder, base_texts, init_connection
 from serverproc import BenchServer, serving
 
@@ -59,16 +57,7 @@ class Side:
     floor: dict[str, list[float]] = field(default_factory=dict)
 
     async def call(self, user: str, question: str, measured: bool) -> None:
-        request = pb.SearchFactsRequest(
-            username=user, graphname=GRAPH, query=question, top_k=10, threshold=0.0
-        )
-        began = time.perf_counter()
-        reply = await self.stub.SearchFacts(request, timeout=60)
-        took = (time.perf_counter() - began) * 1000
-        assert len(reply.results) == 10, len(reply.results)
-        began = time.perf_counter()
-        await self.health.Check(health_pb.HealthCheckRequest(), timeout=60)
-        check = (time.perf_counter() - began) * 1000
+        took, check = await search_and_floor(self.stub, self.health, user, GRAPH, question)
         if measured:
             self.search.setdefault(user, []).append(took)
             self.floor.setdefault(user, []).append(check)

@@ -11,6 +11,8 @@ from datetime import datetime
 from typing import TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health_pb2 as health_pb
+from grpc_health.v1 import health_pb2_grpc as health_grpc
 
 from memory_client.v1 import memory_pb2 as pb
 from memory_client.v1 import memory_pb2_grpc as pb_grpc
@@ -96,3 +98,24 @@ async def wait_indexed(
                 raise RuntimeError(f"the vector index did not catch up within {timeout_s} s")
             await asyncio.sleep(poll_s)
     return time.monotonic() - started
+
+
+async def search_and_floor(
+    stub: pb_grpc.MemoryServiceStub,
+    health: health_grpc.HealthStub,
+    username: str,
+    graphname: str,
+    question: str,
+) -> tuple[float, float]:
+    """One SearchFacts (top 10, threshold 0) and right after it one health check on the same
+    server, each timed in ms: an A/B's call and its floor, on the machine as it is then."""
+    request = pb.SearchFactsRequest(
+        username=username, graphname=graphname, query=question, top_k=10, threshold=0.0
+    )
+    began = time.perf_counter()
+    reply = await stub.SearchFacts(request, timeout=60)
+    searched = (time.perf_counter() - began) * 1000
+    assert len(reply.results) == 10, len(reply.results)
+    began = time.perf_counter()
+    await health.Check(health_pb.HealthCheckRequest(), timeout=60)
+    return searched, (time.perf_counter() - began) * 1000

@@ -25,17 +25,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2 as health_pb
 from grpc_health.v1 import health_pb2_grpc as health_grpc
 from latency import percentile
 from locomo_data import DEFAULT_DATA, Conversation, load
 from reporting import write_report
-from rpc import Stored, wait_indexed
+from rpc import Stored, search_and_floor, wait_indexed
 from serverproc import BenchServer, revision_server
 
 from memory_client.v1 import memory_pb2 as pb
@@ -81,15 +79,7 @@ class Side:
         await wait_indexed(self.stub, last, 600)
 
     async def search(self, username: str, question: str, measured: bool) -> None:
-        request = pb.SearchFactsRequest(
-            username=username, graphname=GRAPH, query=question, top_k=10, threshold=0.0
-        )
-        began = time.perf_counter()
-        await self.stub.SearchFacts(request, timeout=60)
-        took = (time.perf_counter() - began) * 1000
-        began = time.perf_counter()
-        await self.health.Check(health_pb.HealthCheckRequest(), timeout=60)
-        check = (time.perf_counter() - began) * 1000
+        took, check = await search_and_floor(self.stub, self.health, username, GRAPH, question)
         if measured:
             self.search_ms.append(took)
             self.health_ms.append(check)

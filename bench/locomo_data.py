@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -142,3 +143,12 @@ def load(path: Path, limit_conversations: int | None = None) -> list[Conversatio
             questions.append(Question(i, qa["question"], int(qa["category"]), kept))
         out.append(Conversation(sample["sample_id"], turns, questions, skipped, dropped))
     return out
+
+
+def retention_covering(conversations: Sequence[Conversation], margin_days: int = 30) -> int:
+    """`ltm_retention_days` that keeps every turn of `conversations` an episode for the run and
+    `margin_days` more: LoCoMo's sessions are dated 2022–2023, and the server stops recalling
+    messages said longer ago than its retention (365 days by default) at its first retention
+    pass, which may run while the turns are fed."""
+    oldest = min((t.said_at for c in conversations for t in c.turns), default=datetime.now(UTC))
+    return max(1, (datetime.now(UTC) - oldest).days + margin_days)

@@ -25,7 +25,7 @@ from typing import Any
 
 import grpc
 from latency import calls_summary
-from locomo_data import DEFAULT_DATA, Conversation, load
+from locomo_data import DEFAULT_DATA, Conversation, load, retention_covering
 from locomo_feed import (
     GRAPHNAME,
     Extras,
@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     server_args = [
         "--max-facts-per-scope",
         str(args.max_facts_per_scope),
+        "--ltm-retention-days",
+        str(retention_covering(conversations)),
         "--metrics-address",
         "127.0.0.1:0",
         *args.server_arg,

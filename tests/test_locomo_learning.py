@@ -64,6 +64,9 @@ def _run_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
     out = tmp_path / "report.json"
     command = [sys.executable, "bench/locomo_learning.py", "--data", str(data)]
     command += ["--json-out", str(out), "--k", "1,10", *extra]
+    # A retention pass every second: the turns, dated 2023, stay episodes only because the
+    # bench sets a retention that covers them (the server's 365 days would expire them).
+    command += ["--server-arg=--retention-interval-seconds=1"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr[-3000:]
     report: dict[str, Any] = json.loads(out.read_text())

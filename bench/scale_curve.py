@@ -5,7 +5,10 @@ index's recall@10 (and @50, what recall asks the index for) against exact search
     .venv/bin/python bench/scale_curve.py [--sizes 1000,10000,100000] [--many-scopes 1000] \
         [--many-facts 100] [--queries 200] [--json-out bench/results/scale_curve.json]
 
-1. **Server**: `serverproc.BenchServer` with `--max-facts-per-scope` above the largest size.
+1. **Server**: `serverproc.BenchServer` with `--max-facts-per-scope` above the largest size
+   and `--embedding-cache-size=0`: every pass asks the same questions, and with the cache on
+   the later passes' SearchFacts held no embedding, the first's did (a new question always
+   does); `--server-arg=--embedding-cache-size=2048` measures the cached case.
    One `AddFact` through the RPC creates the tables (the vector table is made on first use).
 2. **Seed** by bulk COPY on the server's embedded PostgreSQL, the rows the store and the
    outbox would write: `scopes`, `facts`, `fact_versions` (whose `lexemes` column PostgreSQL
@@ -394,7 +397,7 @@ def main() -> None:
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     biggest = max([*args.sizes, args.many_facts]) + 10
-    extra = [f"--max-facts-per-scope={biggest}", *args.server_arg]
+    extra = [f"--max-facts-per-scope={biggest}", "--embedding-cache-size=0", *args.server_arg]
     with serving(extra) as server:
         result = asyncio.run(run(args, server))
     result["args"] = {k: v for k, v in vars(args).items() if k != "json_out"}

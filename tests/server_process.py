@@ -25,8 +25,9 @@ _LISTENING = re.compile(r"listening on [\d.]+:(\d+)")
 
 
 class ServerProcess:
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.args = args
+        self.env = env  # the whole environment; None: this process's
         self.process: subprocess.Popen[str] | None = None
         self.port = 0
         self.log: list[str] = []
@@ -38,6 +39,7 @@ class ServerProcess:
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,
+            env=self.env,
         )
         assert self.process.stderr is not None
         stderr = self.process.stderr

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memory_server.database_url import DatabaseUrlError, parse_database_url
+
 if TYPE_CHECKING:
     from memory_server.settings import Settings
 
@@ -170,7 +172,9 @@ def validate(settings: Settings, sources: Mapping[str, str]) -> None:
             )
     if settings.embedding_base_url and not settings.embedding_model:
         raise SettingsError("embedding_model: required when embedding_base_url is set")
-    if settings.database_url and not settings.database_url.startswith(
-        ("postgres://", "postgresql://")
-    ):
-        raise SettingsError("database_url: expected a postgresql:// URL")
+    if settings.database_url:
+        try:
+            parse_database_url(settings.database_url)
+        except DatabaseUrlError as exc:
+            where = sources.get("database_url", "default")
+            raise SettingsError(f"database_url (from {where}): {exc}") from None

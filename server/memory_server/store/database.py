@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from memory_server.database_url import DatabaseUrl, parse_database_url
 from memory_server.memory.errors import Unavailable
 from memory_server.settings import Settings
 from memory_server.store.embedded import EmbeddedPostgres, default_data_dir
@@ -129,13 +130,28 @@ class _BoundedAcquire(asyncpg.pool.PoolAcquireContext):  # type: ignore[misc]
         )
 
 
+class DatabaseStartError(RuntimeError):
+    """The database could not be reached or refused this server at start; the message names
+    the URL without its password, and why."""
+
+
+def _refusal(url: DatabaseUrl | None, dsn: str, exc: BaseException) -> str:
+    why = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, TimeoutError):
+        why = "no connection within the connect timeout"
+    if url is None:
+        return f"database {dsn}: {why}"
+    return f"database {url.shown}: {url.scrub(why)}"
+
+
 async def open_database(
     settings: Settings, stack: AsyncExitStack, *, vector_dimension: int | None = None
 ) -> tuple[str, asyncpg.Pool]:
     """(dsn, pool), migrated; everything opened is closed by `stack`. With `vector_dimension`,
     the embedded database must first answer a pgvector distance query of that dimension."""
-    dsn = settings.database_url
-    if not dsn:
+    url = parse_database_url(settings.database_url) if settings.database_url else None
+    dsn = url.dsn if url is not None else ""
+    if url is None:
         data_dir = Path(settings.data_dir) if settings.data_dir else default_data_dir()
         embedded = EmbeddedPostgres(data_dir)
         dsn = await embedded.start()
@@ -152,8 +168,12 @@ async def open_database(
         # Whether this server's new messages are queued for embedding as episodes (the
         # trigger of migration 0010 reads it in the statement that stores them).
         server_settings={EPISODES_SETTING: "on" if settings.episodes else "off"},
+        **({"timeout": url.connect_timeout_s} if url and url.connect_timeout_s else {}),
     )
-    await pool
+    try:
+        await pool
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise DatabaseStartError(_refusal(url, dsn, exc)) from None
     stack.push_async_callback(pool.close)
     async with pool.acquire() as connection:
         await apply_migrations(connection)

@@ -45,8 +45,9 @@ WRONG_PASSWORD = "N0t-the-Pa55word-7f3"
 class GraphragDatabase:
     socket_dir: str
 
-    def url(self, password: str = "graphrag", driver: str = "psycopg") -> str:
-        return f"postgresql+{driver}://graphrag:{password}@/graphrag?host={self.socket_dir}"
+    def url(self, password: str = "graphrag", driver: str = "psycopg", query: str = "") -> str:
+        host = query or f"host={self.socket_dir}"
+        return f"postgresql+{driver}://graphrag:{password}@/graphrag?{host}"
 
 
 @pytest.fixture
@@ -124,6 +125,17 @@ async def test_graphrag_block_in_the_environment_starts_the_server(
     env["GRAPHRAG_MEMORY_LISTEN_ADDRESS"] = "127.0.0.1:0"
     env["GRAPHRAG_MEMORY_LOG_LEVEL"] = "debug"
     await _serves_from(graphrag_db, ServerProcess(env=env))
+
+
+async def test_several_hosts_and_session_attrs_are_honoured(
+    graphrag_db: GraphragDatabase, tmp_path: Path
+) -> None:
+    """Two socket directories, the first with no server: asyncpg tries them in order, and the
+    one it keeps must be a primary (`target_session_attrs`)."""
+    hosts = f"host={tmp_path},{graphrag_db.socket_dir}&target_session_attrs=read-write"
+    url = graphrag_db.url(query=f"{hosts}&sslmode=disable&application_name=memory")
+    server = ServerProcess("--database-url", url, "--listen-address", "127.0.0.1:0")
+    await _serves_from(graphrag_db, server)
 
 
 async def test_a_refused_password_is_one_line_without_it(graphrag_db: GraphragDatabase) -> None:

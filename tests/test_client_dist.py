@@ -57,6 +57,8 @@ MODULES = (
     "memory_client.graphrag.router",
     "memory_client.cli",
     "memory_client.loadtest",
+    "memory_client.mcp_server.app",
+    "memory_client.mcp_server.cli",
 )
 # Run in the client's venv under -W error: import every module, then a turn with the async
 # client (StartTurn, CompleteTurn, GetConversation, health); prints what it saw as JSON.
@@ -100,6 +102,13 @@ def _server_packages() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {_norm(Requirement(r).name) for r in project["dependencies"]}
     return (names | {"graphrag-memory"}) - {"grpcio", "protobuf", "graphrag-memory-client"}
+
+
+def _requirements_of(python: Path, distribution: str) -> set[str]:
+    """The names `distribution` requires, as installed in the venv of `python`."""
+    code = f"import importlib.metadata as m; print('\\n'.join(m.requires({distribution!r}) or []))"
+    listed = _run(python, "-c", code).stdout.splitlines()
+    return {_norm(Requirement(r).name) for r in listed if r.strip()}
 
 
 def _run(*argv: str | Path, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
@@ -182,7 +191,7 @@ def client_venv(
     if PIN_SETS[name]:
         _run(python, *PIP, "install", "--quiet", *PIN_SETS[name])
     before = _installed(python)
-    _run(python, *PIP, "install", "--quiet", f"{source}[graphrag]")
+    _run(python, *PIP, "install", "--quiet", f"{source}[graphrag,mcp]")
     yield ClientVenv(name, python, before, _installed(python))
     shutil.rmtree(venv, ignore_errors=True)
 
@@ -194,7 +203,10 @@ def test_installs_without_moving_a_pin_or_pulling_the_server(
     moved = {n: (v, after.get(n)) for n, v in before.items() if after.get(n) != v}
     assert not moved, f"installing the client changed pinned versions: {moved}"
     assert after.get("graphrag-memory-client") == "0.1.0"
-    server = _server_packages() & set(after)
+    # What the MCP SDK itself requires may also be a server dependency (httpx): it came with
+    # the `mcp` extra, not with the server.
+    server = _server_packages() - _requirements_of(client_venv.python, "mcp")
+    server &= set(after)
     assert not server, f"server dependencies came with the client: {sorted(server)}"
     versions = {n: after.get(n) for n in ("grpcio", "protobuf", "fastapi", "pydantic")}
     print(f"{client_venv.name}: {versions}")
@@ -221,5 +233,30 @@ async def test_imports_and_runs_a_turn(client_venv: ClientVenv, memory: RunningS
         _run, memoryctl, "--target", memory.address, "--json", "health"
     )
     assert json.loads(health.stdout) == {"status": "SERVING"}
-    for tool in ("memoryctl", "graphrag-memory-migrate"):
+    for tool in ("memoryctl", "graphrag-memory-migrate", "graphrag-memory-mcp"):
         await asyncio.to_thread(_run, client_venv.python.parent / tool, "--help")
+
+
+async def test_the_mcp_server_runs_from_the_venv(
+    client_venv: ClientVenv, memory: RunningServer
+) -> None:
+    """`graphrag-memory-mcp` as installed beside the pins (the `mcp` extra), over stdio, from
+    the MCP SDK's client in this process."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    user = f"dist-mcp-{client_venv.name}-{uuid.uuid4().hex[:8]}"
+    command = client_venv.python.parent / "graphrag-memory-mcp"
+    args = ["--target", memory.address, "--user", user, "--graph", "Finance"]
+    params = StdioServerParameters(command=str(command), args=args, cwd="/")
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        added = await session.call_tool("remember", {"text": "Audits the Lisbon office"})
+        listed = await session.call_tool("list_memories", {})
+    assert not added.isError and not listed.isError
+    assert listed.structuredContent is not None
+    assert [f["text"] for f in listed.structuredContent["facts"]] == ["Audits the Lisbon office"]
+    print(f"{client_venv.name}: mcp {client_venv.after.get('mcp')}")

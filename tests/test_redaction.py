@@ -231,3 +231,10 @@ async def test_a_secret_in_a_context_question_never_reaches_the_embedder(
     sent = json.dumps([r["body"] for r in fake_embeddings.requests[before:]])
     assert "[redacted: api key]" in sent  # the question was embedded, redacted
     assert API_KEY not in sent
+    # So are the searches' (SearchFacts, SearchEpisodes: the MCP server's search tool).
+    before = len(fake_embeddings.requests)
+    query = f"which key is {API_KEY}"
+    await memory.stub.SearchFacts(pb.SearchFactsRequest(**scope, query=query, threshold=0))
+    await memory.stub.SearchEpisodes(pb.SearchEpisodesRequest(**scope, query=query, threshold=0))
+    sent = json.dumps([r["body"] for r in fake_embeddings.requests[before:]])
+    assert "[redacted: api key]" in sent and API_KEY not in sent

@@ -1,0 +1,3 @@
+from memory_client.mcp_server.cli import main
+
+main()

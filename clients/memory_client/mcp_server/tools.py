@@ -12,10 +12,11 @@ and logs no argument.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import grpc
 from mcp.server.fastmcp import Context, FastMCP
@@ -28,6 +29,9 @@ from memory_client.mcp_server import render
 from memory_client.mcp_server.callers import Caller, GraphRefused
 
 __all__ = ["Memory", "register"]
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 Graph = Annotated[
     str | None,
@@ -66,6 +70,16 @@ def _aware(name: str, value: datetime | None) -> datetime | None:
     if value is not None and value.utcoffset() is None:
         raise ToolError(f"INVALID_ARGUMENT: {name}: add a timezone (Z or an offset like +02:00)")
     return value
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Both calls at once; the first failure is raised once both are done (none is left
+    running, none unretrieved)."""
+    a, b = await asyncio.gather(first, second, return_exceptions=True)
+    for outcome in (a, b):
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return a, b  # type: ignore[return-value]
 
 
 class Memory:
@@ -110,9 +124,6 @@ class Memory:
             raise _refusal(exc) from None
 
 
-Tool = Callable[..., Awaitable[dict[str, Any]]]
-
-
 def register(server: FastMCP, memory: Memory) -> None:
     """Adds the memory tools to `server`."""
 
@@ -133,21 +144,24 @@ def register(server: FastMCP, memory: Memory) -> None:
     ) -> dict[str, Any]:
         valid, known = _aware("as_of", as_of), _aware("known_at", known_at)
         async with memory.call(ctx, graph) as (client, user, chosen):
-            found = await client.search_facts(
+            facts = client.search_facts(
                 user, chosen, query, top_k=top_k, threshold=0.0,
                 as_of_valid_time=valid, as_of_transaction_time=known,
             )  # fmt: skip
-            episodes = []
-            if include_episodes:
-                said = await client.search_episodes(
+            if include_episodes:  # both searches at once
+                said = client.search_episodes(
                     user, chosen, query, top_k=top_k, threshold=0.0,
                     as_of_valid_time=valid, as_of_transaction_time=known,
                 )  # fmt: skip
-                episodes = [render.episode(e.message, e.score) for e in said.results]
+                found, episodes = await _both(facts, said)
+            else:
+                found, episodes = await facts, None
         return {
             "graph": chosen,
             "facts": [render.scored_fact(s) for s in found.results],
-            "episodes": episodes,
+            "episodes": [render.episode(e.message, e.score) for e in episodes.results]
+            if episodes is not None
+            else [],
         }
 
     @server.tool(
@@ -291,8 +305,10 @@ def register(server: FastMCP, memory: Memory) -> None:
         ctx: Context[Any, Any, Any], fact_id: FactId, graph: Graph = None
     ) -> dict[str, Any]:
         async with memory.call(ctx, graph) as (client, user, chosen):
-            got = await client.get_fact(user, chosen, fact_id)
-            history = await client.get_fact_history(user, chosen, fact_id)
+            got, history = await _both(
+                client.get_fact(user, chosen, fact_id),
+                client.get_fact_history(user, chosen, fact_id),
+            )
         return {
             "graph": chosen,
             "fact_id": fact_id,

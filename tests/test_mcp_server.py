@@ -284,3 +284,15 @@ def test_configuration_errors_are_one_line(
     [line] = done.stderr.splitlines()
     assert line.startswith("graphrag-memory-mcp: configuration error: ") and says in line, line
     assert "short" not in line
+
+
+def test_the_http_listener_lets_asyncio_turn_nagle_off() -> None:
+    """asyncio sets TCP_NODELAY only on connections of a socket whose proto is TCP; a socket
+    made with proto 0 (socket.create_server) left Nagle on, and every answer after the first
+    on a kept-alive connection waited 40 ms for a delayed ACK (bench/mcp_overhead.py)."""
+    import socket
+
+    from memory_client.mcp_server.cli import _listening_socket
+
+    with _listening_socket("127.0.0.1", 0) as listening:
+        assert listening.proto == socket.IPPROTO_TCP

@@ -143,6 +143,24 @@ def _listen(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """Bound here so that port 0 can be reported. Made with IPPROTO_TCP, not 0 as
+    socket.create_server makes it: asyncio turns Nagle off (TCP_NODELAY) only on connections of
+    a socket whose proto says TCP, and with Nagle on every answer after the first on a
+    kept-alive connection waited for the client's delayed ACK, 40 ms (measured with
+    bench/mcp_overhead.py)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+        listening.listen(socket.SOMAXCONN)
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
 def _client_factory(args: argparse.Namespace) -> Any:
     from memory_client.client import AsyncMemoryClient
 
@@ -189,9 +207,8 @@ def _serve(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
     path = args.path if args.path.startswith("/") else "/" + args.path
     options = HttpOptions(host, path, _listed(args.allowed_host, environ, "ALLOWED_HOSTS"))
     app = http_app(open_client, identify, options)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        listening = socket.create_server((host, port), family=family)
+        listening = _listening_socket(host, port)
     except OSError as exc:
         raise ConfigError(f"--listen {args.listen}: {exc}") from None
     bound = listening.getsockname()[1]

@@ -25,6 +25,16 @@ def when(message: Message, field: str) -> str | None:
     return stamp.ToDatetime(tzinfo=UTC).isoformat().replace("+00:00", "Z")
 
 
+def _provenance(m: pb.Fact | pb.FactEvent) -> dict[str, str | None]:
+    """Where a fact (or one of its changes) came from: the conversation and message it was
+    learned from (none for a fact stated through a tool) and what extracted it."""
+    return {
+        "conversation_id": m.conversation_id or None,
+        "message_id": m.message_id or None,
+        "extractor": m.extractor or None,
+    }
+
+
 def fact(f: pb.Fact) -> dict[str, Any]:
     return {
         "fact_id": f.fact_id,
@@ -37,11 +47,7 @@ def fact(f: pb.Fact) -> dict[str, Any]:
         "superseded_at": when(f, "superseded_at"),
         "event_time": when(f, "event_time"),
         "event_period": f.event_period or None,
-        "provenance": {
-            "conversation_id": f.conversation_id or None,
-            "message_id": f.message_id or None,
-            "extractor": f.extractor or None,
-        },
+        "provenance": _provenance(f),
     }
 
 
@@ -72,11 +78,7 @@ def event(e: pb.FactEvent) -> dict[str, Any]:
         "at": when(e, "at"),
         "version_id": e.version_id,
         "detail": e.detail or None,
-        "provenance": {
-            "conversation_id": e.conversation_id or None,
-            "message_id": e.message_id or None,
-            "extractor": e.extractor or None,
-        },
+        "provenance": _provenance(e),
     }
 
 

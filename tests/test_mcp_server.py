@@ -65,6 +65,11 @@ async def _every_tool(session: ClientSession, memory: RunningServer, user: str) 
     assert {t.name for t in listed.tools} == TOOLS
     for tool in listed.tools:
         assert tool.description and tool.outputSchema is not None, tool.name
+        assert tool.annotations is not None and tool.annotations.openWorldHint is False
+        reads = tool.name in {"search_memory", "memory_context", "list_memories", "memory_history"}
+        assert tool.annotations.readOnlyHint is reads, tool.name
+        changes = tool.name in {"update_memory", "forget_memory"}
+        assert reads or tool.annotations.destructiveHint is changes, tool.name
         properties = set(tool.inputSchema.get("properties", {}))
         assert not properties & {"user", "username", "user_id", "owner"}, tool.name
 

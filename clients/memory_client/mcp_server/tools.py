@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import grpc
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memory_client.client import AsyncMemoryClient
@@ -50,6 +51,18 @@ KnownAt = Annotated[
     datetime | None,
     Field(description="Transaction time, ISO 8601 with a timezone: what memory knew then."),
 ]
+
+# What a host may show or ask before a call (hints: a host decides what to trust). Memory is
+# this service's own, never the open world; reads change nothing; stating a fact again stores
+# nothing new; an update supersedes a version and a forget ends a fact (history kept both ways).
+_READS = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+_ADDS = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False
+)
+_REPLACES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+_ENDS = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
+)
 
 _HINTS = {
     grpc.StatusCode.UNAVAILABLE: "the memory service cannot be reached or is not ready",
@@ -129,6 +142,7 @@ def register(server: FastMCP, memory: Memory) -> None:
 
     @server.tool(
         title="Search memory",
+        annotations=_READS,
         description="Search what is remembered about you: facts (with their scores, when they "
         "were true and when they were recorded) and, unless include_episodes is false, what "
         "was said in your earlier conversations. as_of / known_at ask about the past.",
@@ -166,6 +180,7 @@ def register(server: FastMCP, memory: Memory) -> None:
 
     @server.tool(
         title="Remember",
+        annotations=_ADDS,
         description="Store a fact about you or your world, e.g. 'Prefers answers in French'. "
         "Stating a fact already remembered stores nothing new. A text holding a secret "
         "(a key, a password) is refused.",
@@ -187,6 +202,7 @@ def register(server: FastMCP, memory: Memory) -> None:
 
     @server.tool(
         title="Update a memory",
+        annotations=_REPLACES,
         description="Replace a fact's text with a new version. The old version stays in its "
         "history (memory_history), recorded as superseded.",
     )
@@ -203,6 +219,7 @@ def register(server: FastMCP, memory: Memory) -> None:
 
     @server.tool(
         title="Forget a memory",
+        annotations=_ENDS,
         description="Stop recalling a fact. reason 'no_longer_true': it was true until now "
         "(its valid time ends); 'never_true': it was wrong (only the belief ends). Its "
         "history is kept either way.",
@@ -226,6 +243,7 @@ def register(server: FastMCP, memory: Memory) -> None:
 
     @server.tool(
         title="Memory context for a question",
+        annotations=_READS,
         description="The memory block to answer a question with, as the service renders it "
         "for a prompt: the facts and earlier conversations it brings up, within the token "
         "budget, and (with conversation_id) that conversation's recent turns and summary.",
@@ -273,6 +291,7 @@ def register(server: FastMCP, memory: Memory) -> None:
 
     @server.tool(
         title="List memories",
+        annotations=_READS,
         description="The facts remembered about you, a page at a time (pass next_page_token "
         "back for more). as_of / known_at list them as they stood in the past.",
     )
@@ -298,6 +317,7 @@ def register(server: FastMCP, memory: Memory) -> None:
 
     @server.tool(
         title="A memory's history",
+        annotations=_READS,
         description="Every version of a fact (oldest first), what happened to it and when "
         "(added, updated, deleted, evicted, with provenance), and the facts linked to it.",
     )

@@ -301,3 +301,38 @@ def test_the_http_listener_lets_asyncio_turn_nagle_off() -> None:
 
     with _listening_socket("127.0.0.1", 0) as listening:
         assert listening.proto == socket.IPPROTO_TCP
+
+
+async def test_stdio_configured_by_the_environment_alone(memory: RunningServer) -> None:
+    """What an MCP host's `env` block sets: no flags at all."""
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    user = _user()
+    env = {
+        "GRAPHRAG_MEMORY_MCP_TARGET": memory.address,
+        "GRAPHRAG_MEMORY_MCP_USER": user,
+        "GRAPHRAG_MEMORY_MCP_GRAPHS": "HR, Finance",
+        "GRAPHRAG_MEMORY_MCP_TIMEOUT": "5",
+    }
+    params = StdioServerParameters(command=sys.executable, args=list(MODULE), env=env)
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        added = await call(session, "remember", text="Reviews payroll every Friday")
+        assert added["graph"] == "HR"  # the first of the caller's graphs
+    page = await memory.stub.ListFacts(pb.ListFactsRequest(username=user, graphname="HR"))
+    assert [f.text for f in page.facts] == ["Reviews payroll every Friday"]
+
+
+def test_a_bad_transport_from_the_environment_is_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, *MODULE], capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "GRAPHRAG_MEMORY_MCP_TRANSPORT": "ftp"},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "graphrag-memory-mcp: configuration error: transport: expected stdio or http, got 'ftp'"
+    ]

@@ -61,7 +61,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     service.add_argument(
         "--tls",
         action="store_true",
-        default=env("TLS", "") == "true",
+        default=env("TLS", "").lower() in ("1", "true", "yes"),
         help=f"TLS to the service (${ENV}TLS=true)",
     )
     service.add_argument(
@@ -73,7 +73,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     service.add_argument(
         "--timeout",
         type=float,
-        default=float(env("TIMEOUT", "10")),
+        default=env("TIMEOUT", "10"),  # a string default goes through `type` too
         help=f"seconds a tool waits for the service, retries included (${ENV}TIMEOUT, default 10)",
     )
     callers = p.add_argument_group("who is calling")
@@ -195,6 +195,8 @@ def _serve(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
             f"needs the mcp extra ({exc.name} is missing): "
             "pip install 'graphrag-memory-client[mcp]'"
         ) from None
+    if args.transport not in ("stdio", "http"):  # from the environment: argparse checks flags
+        raise ConfigError(f"transport: expected stdio or http, got {args.transport!r}")
     graphs = _listed(args.graph, environ, "GRAPHS")
     open_client = _client_factory(args)
     if args.transport == "stdio":

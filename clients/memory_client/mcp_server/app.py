@@ -57,32 +57,43 @@ async def run_stdio(open_client: Callable[[], AsyncMemoryClient], caller: Caller
         await memory.close()
 
 
-def _headers(ctx: Context[Any, Any, Any]) -> dict[str, str]:
+# Where the middleware leaves the request's caller in its ASGI scope, for the tools to read
+# from the request MCP hands them (the same scope): each request is identified once.
+_CALLER = "graphrag_memory.caller"
+_CHALLENGE = 'Bearer realm="graphrag-memory"'
+
+
+def _request_caller(ctx: Context[Any, Any, Any]) -> Caller:
     request = ctx.request_context.request
-    if not isinstance(request, Request):
-        return {}
-    return {k.lower(): v for k, v in request.headers.items()}
+    found = request.scope.get(_CALLER) if isinstance(request, Request) else None
+    if not isinstance(found, Caller):  # only through the middleware, which refuses none
+        raise ToolError("UNAUTHENTICATED: no valid caller credentials")
+    return found
 
 
 class _Authenticated:
     """ASGI: an HTTP request to the MCP endpoint whose headers name no caller gets 401 before
-    MCP reads it; `/healthz` and lifespan messages pass."""
+    MCP reads it, any other carries its caller in its scope; `/healthz` and lifespan messages
+    pass."""
 
-    def __init__(self, app: ASGIApp, identify: Identify, challenge: str) -> None:
-        self._app, self._identify, self._challenge = app, identify, challenge
+    def __init__(self, app: ASGIApp, identify: Identify) -> None:
+        self._app, self._identify = app, identify
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] != "/healthz":
             raw = scope["headers"]
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
-            if self._identify(headers) is None:
+            caller = self._identify(
+                {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+            )
+            if caller is None:
                 refused = JSONResponse(
                     {"error": "unauthenticated", "detail": "no valid caller credentials"},
                     status_code=401,
-                    headers={"WWW-Authenticate": self._challenge},
+                    headers={"WWW-Authenticate": _CHALLENGE},
                 )
                 await refused(scope, receive, send)
                 return
+            scope[_CALLER] = caller
         await self._app(scope, receive, send)
 
 
@@ -93,21 +104,13 @@ class HttpOptions:
     # Host header values accepted (DNS-rebinding protection), e.g. "memory.internal:8080"; empty:
     # the SDK's default, on for a loopback `host` (its loopback names), off otherwise.
     allowed_hosts: Sequence[str] = ()
-    challenge: str = 'Bearer realm="graphrag-memory"'
 
 
 def http_app(
     open_client: Callable[[], AsyncMemoryClient], identify: Identify, options: HttpOptions
 ) -> ASGIApp:
     """The streamable HTTP app: MCP at `options.path` for authenticated callers, `/healthz`."""
-
-    def caller(ctx: Context[Any, Any, Any]) -> Caller:
-        found = identify(_headers(ctx))
-        if found is None:  # the middleware lets none through; a mounted copy might
-            raise ToolError("UNAUTHENTICATED: no valid caller credentials")
-        return found
-
-    memory = Memory(open_client, caller)
+    memory = Memory(open_client, _request_caller)
     security = None
     if options.allowed_hosts:
         security = TransportSecuritySettings(
@@ -145,4 +148,4 @@ def http_app(
                 await memory.close()
 
     app = Starlette(routes=[Route("/healthz", healthz), Mount("/", app=mcp_app)], lifespan=lifespan)
-    return _Authenticated(app, identify, options.challenge)
+    return _Authenticated(app, identify)

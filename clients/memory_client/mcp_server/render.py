@@ -12,7 +12,16 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from memory_client.v1 import memory_pb2 as pb
 
-__all__ = ["episode", "event", "fact", "link", "scored_fact", "when"]
+__all__ = [
+    "episode",
+    "event",
+    "fact",
+    "link",
+    "recalled_episode",
+    "recalled_fact",
+    "scored_fact",
+    "when",
+]
 
 _ROLES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant", pb.ROLE_SYSTEM: "system"}
 
@@ -69,6 +78,28 @@ def episode(message: pb.Message, score: float) -> dict[str, Any]:
         "text": message.content,
         "said_at": when(message, "created_at"),
         "score": round(score, 4),
+    }
+
+
+def recalled_fact(f: pb.RecalledFact) -> dict[str, Any]:
+    """A fact as a context shows it (standing: an instruction recalled into every turn)."""
+    return {
+        "fact_id": f.fact_id,
+        "text": f.text,
+        "score": round(f.score, 4),
+        "standing": f.standing,
+        "valid_from": when(f, "valid_from"),
+    }
+
+
+def recalled_episode(e: pb.RecalledEpisode) -> dict[str, Any]:
+    """A message of an earlier conversation, as a context shows it."""
+    return {
+        "message_id": e.message_id,
+        "conversation_id": e.conversation_id,
+        "text": e.content,
+        "said_at": when(e, "created_at"),
+        "score": round(e.score, 4),
     }
 
 

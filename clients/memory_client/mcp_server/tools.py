@@ -64,6 +64,10 @@ _ENDS = ToolAnnotations(
     readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
 )
 
+# The conversation GetContext is asked about when a host names none: no conversation of the
+# user's has this id unless they made one, so the context is long-term memory alone.
+CONTEXT_CONVERSATION = "mcp"
+
 _HINTS = {
     grpc.StatusCode.UNAVAILABLE: "the memory service cannot be reached or is not ready",
     grpc.StatusCode.DEADLINE_EXCEEDED: "the memory service did not answer in time",
@@ -103,13 +107,10 @@ class Memory:
         self,
         open_client: Callable[[], AsyncMemoryClient],
         identify: Callable[[Context[Any, Any, Any]], Caller],
-        *,
-        context_conversation: str = "mcp",
     ) -> None:
         self._open = open_client
         self._client: AsyncMemoryClient | None = None
         self.identify = identify
-        self.context_conversation = context_conversation
 
     def client(self) -> AsyncMemoryClient:
         if self._client is None:
@@ -256,7 +257,7 @@ def register(server: FastMCP, memory: Memory) -> None:
             str | None, Field(description="A conversation of yours to include, if any.")
         ] = None,
     ) -> dict[str, Any]:
-        conversation = conversation_id or memory.context_conversation
+        conversation = conversation_id or CONTEXT_CONVERSATION
         async with memory.call(ctx, graph) as (client, user, chosen):
             got = await client.get_context(user, chosen, conversation, question=question)
         c = got.context
@@ -266,26 +267,8 @@ def register(server: FastMCP, memory: Memory) -> None:
             "tokens": c.total_tokens,
             "budget_tokens": c.budget_tokens,
             "conversation_found": got.conversation_exists,
-            "facts": [
-                {
-                    "fact_id": f.fact_id,
-                    "text": f.text,
-                    "score": round(f.score, 4),
-                    "standing": f.standing,
-                    "valid_from": render.when(f, "valid_from"),
-                }
-                for f in c.long_term.facts
-            ],
-            "episodes": [
-                {
-                    "message_id": e.message_id,
-                    "conversation_id": e.conversation_id,
-                    "text": e.content,
-                    "said_at": render.when(e, "created_at"),
-                    "score": round(e.score, 4),
-                }
-                for e in c.long_term.episodes
-            ],
+            "facts": [render.recalled_fact(f) for f in c.long_term.facts],
+            "episodes": [render.recalled_episode(e) for e in c.long_term.episodes],
             "degraded": c.long_term.degraded_reason or None,
         }
 

@@ -98,16 +98,19 @@ def _shown(scheme: str, netloc: str, path: str, query: list[tuple[str, str]]) ->
     return _url(scheme, _masked_netloc(netloc), path, masked)
 
 
+def _check_port(port: str, shown: str) -> None:
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise DatabaseUrlError(f"port {port!r} is not a port (in {shown})")
+
+
 def _check_hosts(hostspec: str, shown: str) -> None:
     """Each `host[:port]` of a comma-separated list (asyncpg tries them in order)."""
     for part in hostspec.split(","):
         if part.startswith("["):  # [IPv6]:port
             _, bracket, rest = part.partition("]")
-            port = rest[1:] if bracket and rest.startswith(":") else ""
+            _check_port(rest[1:] if bracket and rest.startswith(":") else "", shown)
         else:
-            _, _, port = part.partition(":")
-        if port and not (port.isdigit() and 0 < int(port) < 65536):
-            raise DatabaseUrlError(f"port {port!r} is not a port (in {shown})")
+            _check_port(part.partition(":")[2], shown)
 
 
 def _connect_timeout(raw: str, shown: str) -> float:
@@ -171,10 +174,10 @@ def parse_database_url(url: str) -> DatabaseUrl:
             raise DatabaseUrlError(
                 f"target_session_attrs {value!r} is not one of {', '.join(_SESSION_ATTRS)}"
             )
-        elif key == "port":
-            _check_hosts(f"h:{value}", shown)
-            kept.append((key, value))
         else:
+            if key == "port":  # one per host, as in the host list
+                for port in value.split(","):
+                    _check_port(port, shown)
             kept.append((key, value))
     dsn = _url("postgresql", split.netloc, split.path, kept)
     auth, at, _ = split.netloc.rpartition("@")

@@ -150,8 +150,9 @@ async def open_database(
     """(dsn, pool), migrated; everything opened is closed by `stack`. With `vector_dimension`,
     the embedded database must first answer a pgvector distance query of that dimension."""
     url = parse_database_url(settings.database_url) if settings.database_url else None
-    dsn = url.dsn if url is not None else ""
-    if url is None:
+    if url is not None:
+        dsn = url.dsn
+    else:
         data_dir = Path(settings.data_dir) if settings.data_dir else default_data_dir()
         embedded = EmbeddedPostgres(data_dir)
         dsn = await embedded.start()

@@ -7,11 +7,17 @@ host CPU: every function of the installed binaries is disassembled and classifie
 extensions it uses (AVX-512 and the rest above v3 only where PostgreSQL and pgvector dispatch
 at run time), and the server runs SQL under an emulated Haswell, which has no AVX-512. The
 aarch64 wheel, given by path in MEMORY_ARM64_WHEEL, runs the same SQL under qemu-aarch64.
+
+The client's `mcp` extra brings native code too (cryptography and cffi under PyJWT, rpds-py
+under jsonschema, pydantic-core): a probe that works each of them and lists the MCP tools runs
+under qemu's `qemu64` CPU (x86-64 with SSE2 and nothing later, where v3 code traps), and pip
+resolves the whole extra from aarch64 wheels.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import platform
@@ -19,6 +25,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -537,3 +544,71 @@ def test_arm64_wheel_answers_under_emulation(
     started = time.monotonic()
     result = run_single_user([*emulator, "-cpu", cpu], install, pgdata, SQL)
     check_answers(result, time.monotonic() - started)
+
+
+# --- The MCP extra's native code on a baseline CPU -------------------------------------------
+
+BASELINE_CPU = "qemu64"
+MCP_PROBE = """
+import asyncio, json
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ed25519
+import jsonschema, pydantic_core, rpds
+from memory_client.mcp_server.app import build_server
+from memory_client.mcp_server.tools import Memory
+
+digest = hashes.Hash(hashes.SHA256())
+digest.update(b"x" * 100_000)
+key = ed25519.Ed25519PrivateKey.generate()
+key.public_key().verify(key.sign(b"m"), b"m")
+jsonschema.validate({"a": 1}, {"type": "object", "properties": {"a": {"type": "integer"}}})
+server = build_server(Memory(lambda: None, lambda ctx: None))
+tools = asyncio.run(server.list_tools())
+print(json.dumps({
+    "sha256": digest.finalize().hex()[:8],
+    "rpds": len(rpds.HashTrieMap({"a": 1}).insert("b", 2)),
+    "pydantic_core": pydantic_core.__version__,
+    "tools": sorted(t.name for t in tools),
+}))
+"""
+
+
+def test_the_baseline_cpu_traps_v3_code(qemu: str, gcc: str, tmp_path: Path) -> None:
+    # The probe below proves something only if the baseline CPU really lacks AVX2 and FMA.
+    program = _build(gcc, tmp_path, ["-O3", "-march=x86-64-v3"], shared=False)
+    result = subprocess.run(
+        [qemu, "-cpu", BASELINE_CPU, program, "1000"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == -signal.SIGILL, result.stderr
+
+
+def test_the_mcp_extra_runs_on_a_baseline_x86_64_cpu(qemu: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [qemu, "-cpu", BASELINE_CPU, sys.executable, "-c", MCP_PROBE],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["sha256"] == "d69e6898" and report["rpds"] == 2
+    assert "search_memory" in report["tools"] and len(report["tools"]) == 7
+
+
+@pytest.mark.slow
+def test_the_mcp_extra_has_aarch64_wheels(tmp_path: Path) -> None:
+    """pip resolves the extra's whole closure for manylinux2014 aarch64 from binary wheels."""
+    from importlib.metadata import version
+
+    pins = [f"mcp=={version('mcp')}", f"uvicorn=={version('uvicorn')}", "grpcio", "protobuf"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+         "--platform", "manylinux2014_aarch64", "--python-version", "3.11",
+         "--implementation", "cp", "-d", tmp_path, *pins],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    if done.returncode != 0 and os.environ.get("MEMORY_REQUIRE_PIP") != "1":
+        pytest.skip(f"pip download failed (no index?): {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    native = sorted(p.name for p in tmp_path.glob("*.whl") if "none-any" not in p.name)
+    assert native and all("aarch64" in name for name in native), native
+    print("aarch64 wheels:", native)
